@@ -1,0 +1,36 @@
+"""Control of the Quanser Hexapod (6-3-PUS parallel robot).
+
+The model, control, simulation and evaluation code imports nothing from ROS, so it can be used
+from a notebook::
+
+    from hexapod_control import HexapodModel
+    model = HexapodModel.from_yaml()          # the shipped experiments parameter set
+    pose = model.forward_kinematics([0.1765] * 6)
+"""
+
+from hexapod_control.errors import (
+    AssemblyError,
+    AssemblyModeJumpError,
+    ConvergenceError,
+    HexapodError,
+    InvalidInputError,
+    ParameterError,
+    SingularityError,
+    UnreachablePoseError,
+)
+from hexapod_control.model import HexapodModel
+from hexapod_control.parameters import HexapodParameters, load_parameters
+
+__all__ = [
+    "AssemblyError",
+    "AssemblyModeJumpError",
+    "ConvergenceError",
+    "HexapodError",
+    "HexapodModel",
+    "HexapodParameters",
+    "InvalidInputError",
+    "ParameterError",
+    "SingularityError",
+    "UnreachablePoseError",
+    "load_parameters",
+]

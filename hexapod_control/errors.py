@@ -1,0 +1,33 @@
+"""Exceptions of the package: every bad input ends in one of these, never in a wrong number."""
+
+
+class HexapodError(Exception):
+    """Base class of every error raised by hexapod_control."""
+
+
+class ParameterError(HexapodError, ValueError):
+    """A parameters file or object is missing a key, has a wrong type, unit, sign or value."""
+
+
+class InvalidInputError(HexapodError, ValueError):
+    """A joint vector, pose or message has the wrong shape, or holds NaN or inf."""
+
+
+class UnreachablePoseError(HexapodError, ValueError):
+    """No leg configuration realises the requested platform pose."""
+
+
+class AssemblyError(HexapodError):
+    """The closed chains cannot assemble for these actuator positions (e.g. q_bar_i >= 2L)."""
+
+
+class ConvergenceError(HexapodError):
+    """The numeric forward kinematics did not converge to the required closure residual."""
+
+
+class AssemblyModeJumpError(HexapodError):
+    """The forward kinematics converged, but to an assembly mode other than the physical one."""
+
+
+class SingularityError(HexapodError):
+    """A configuration is too close to a singularity for the requested computation."""

@@ -1,0 +1,555 @@
+"""The public model of the Hexapod: kinematics here, dynamics delegated to ``dynamics``.
+
+Pure Python and numpy; nothing here imports ROS, so a notebook can use it directly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from hexapod_control.errors import (
+    AssemblyError,
+    AssemblyModeJumpError,
+    ConvergenceError,
+    InvalidInputError,
+    SingularityError,
+    UnreachablePoseError,
+)
+from hexapod_control.kinematics import (
+    SIDE_PAIRS,
+    ClosedChainKinematics,
+    Vec,
+    _add,
+    _cross,
+    _dot,
+    _scale,
+    _sub,
+)
+from hexapod_control.parameters import HexapodParameters, load_parameters
+
+JOINT_NAMES = tuple(f"q{k}" for k in range(6))
+PASSIVE_NAMES = ("phi1", "phi2", "phi3")
+POSE_NAMES = ("x", "y", "z", "lambda", "mu", "nu")
+
+# Newton settings of the forward kinematics. A step larger than MAX_NEWTON_STEP is shortened so
+# the iteration cannot leap to a neighbouring assembly mode; MAX_BRANCH_JUMP bounds how far the
+# solution may lie from an explicit guess before it counts as a jump to another mode.
+FK_TOLERANCE = 1e-12  # [m] largest edge-length error of the platform triangle
+MAX_NEWTON_ITERATIONS = 30
+MAX_NEWTON_STEP = 0.2  # [rad]
+MAX_BRANCH_JUMP = 0.5  # [rad]
+CONTINUATION_STEP = 0.01  # [m] largest actuator change per step when re-tracking from home
+HOME_PHI = math.pi / 2.0
+
+
+@dataclass(frozen=True)
+class ForwardKinematicsResult:
+    """Platform pose of the physical assembly mode for the given actuator positions."""
+
+    position: np.ndarray  # r_F [m], (3,)
+    rotation: np.ndarray  # 0R_F, (3, 3)
+    euler_zyx: np.ndarray  # (lambda, mu, nu) [rad] with R = Rz(lambda) Ry(mu) Rx(nu)
+    phi: np.ndarray  # passive angles [rad], (3,)
+    iterations: int  # Newton iterations used
+    residual: float  # largest |  |P_j - P_i| - L_P  | [m]
+    constraint_conditioning: float  # |det dgamma/dphi| / prod(row norms), 0 = singular, 1 = ideal
+
+    @property
+    def pose(self) -> np.ndarray:
+        """xi = (x, y, z, lambda, mu, nu)."""
+        return np.concatenate((self.position, self.euler_zyx))
+
+
+@dataclass(frozen=True)
+class InverseKinematicsResult:
+    q: np.ndarray  # actuator positions [m], (6,)
+    phi: np.ndarray  # passive angles [rad], (3,)
+
+
+@dataclass(frozen=True)
+class JacobianResult:
+    analytic: np.ndarray  # J_A (6, 6): xi_dot = J_A q_dot
+    passive_map: np.ndarray  # A(q) (9, 6): rho_dot = A q_dot, rho = (q, phi)
+    convective: Optional[np.ndarray]  # J_A_dot q_dot (6,), when q_dot was given
+    constraint_conditioning: float  # as in ForwardKinematicsResult
+    jacobian_conditioning: float  # sigma_min / sigma_max of J_A in SI units; 0 = singular
+    phi: np.ndarray
+
+
+def as_vector(value, size: int, name: str, labels: Sequence[str] | None = None) -> tuple[float, ...]:
+    """Validate a finite real vector of the given size, naming the offending entry on error."""
+    if isinstance(value, np.ndarray):
+        if value.shape != (size,):
+            raise InvalidInputError(f"{name}: expected shape ({size},), got {value.shape}")
+        value = value.tolist()
+    try:
+        vector = tuple(float(v) for v in value)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"{name}: expected {size} real numbers, got {value!r}") from error
+    if len(vector) != size:
+        raise InvalidInputError(f"{name}: expected {size} values, got {len(vector)}")
+    for k, v in enumerate(vector):
+        if not math.isfinite(v):
+            label = labels[k] if labels else f"{name}[{k}]"
+            raise InvalidInputError(f"{name}: {label} is {v} (must be finite)")
+    return vector
+
+
+def euler_zyx_from_rotation(x_axis: Vec, y_axis: Vec, z_axis: Vec) -> tuple[float, float, float]:
+    """ZYX Euler angles of R = [x y z] (columns), with atan2 throughout (erratum 2)."""
+    r11, r21, r31 = x_axis
+    r32, r33 = y_axis[2], z_axis[2]
+    return (math.atan2(r21, r11), math.atan2(-r31, math.hypot(r11, r21)), math.atan2(r32, r33))
+
+
+def rotation_from_euler_zyx(euler) -> np.ndarray:
+    lam, mu, nu = euler
+    cl, sl, cm, sm, cn, sn = (math.cos(lam), math.sin(lam), math.cos(mu), math.sin(mu), math.cos(nu), math.sin(nu))
+    return np.array(
+        [
+            [cl * cm, cl * sm * sn - sl * cn, cl * sm * cn + sl * sn],
+            [sl * cm, sl * sm * sn + cl * cn, sl * sm * cn - cl * sn],
+            [-sm, cm * sn, cm * cn],
+        ]
+    )
+
+
+def euler_rates_from_angular_velocity(euler, omega: Vec) -> Vec:
+    """psi_dot = T(psi)^-1 omega for ZYX angles, T = [[0,-sl,cl cm],[0,cl,sl cm],[1,0,-sm]]."""
+    lam, mu, _ = euler
+    cl, sl, cm, sm = math.cos(lam), math.sin(lam), math.cos(mu), math.sin(mu)
+    nu_rate = (cl * omega[0] + sl * omega[1]) / cm
+    mu_rate = -sl * omega[0] + cl * omega[1]
+    return (omega[2] + sm * nu_rate, mu_rate, nu_rate)
+
+
+def euler_accelerations(euler, euler_rates: Vec, angular_acceleration: Vec) -> Vec:
+    """psi_ddot from omega_dot = T psi_ddot + T_dot psi_dot."""
+    lam, mu, _ = euler
+    lam_rate, mu_rate, nu_rate = euler_rates
+    cl, sl, cm, sm = math.cos(lam), math.sin(lam), math.cos(mu), math.sin(mu)
+    u_rate = (-cl * lam_rate, -sl * lam_rate, 0.0)  # d/dt of T's second column
+    w_rate = (  # d/dt of T's third column
+        -sl * cm * lam_rate - cl * sm * mu_rate,
+        cl * cm * lam_rate - sl * sm * mu_rate,
+        -cm * mu_rate,
+    )
+    drift = _add(_scale(mu_rate, u_rate), _scale(nu_rate, w_rate))
+    return euler_rates_from_angular_velocity(euler, _sub(angular_acceleration, drift))
+
+
+class HexapodModel:
+    """Kinematics and dynamics of the Quanser Hexapod for one parameter set.
+
+    The forward kinematics keeps the last solution as the warm start of the next call, so one
+    model instance should follow one robot (create one per thread).
+    """
+
+    joint_names = JOINT_NAMES
+
+    def __init__(self, parameters: HexapodParameters):
+        self.parameters = parameters
+        self._chains = ClosedChainKinematics(parameters)
+        home = parameters.home_actuator_position
+        self._home_q = (home,) * 6
+        self._home_phi = (HOME_PHI,) * 3
+        self._last_q: tuple[float, ...] = self._home_q
+        self._last_phi: tuple[float, ...] = self._home_phi
+        self._previous_q: tuple[float, ...] = self._home_q
+        self._previous_phi: tuple[float, ...] = self._home_phi
+        self._dynamics = None
+
+    @classmethod
+    def from_yaml(cls, path: str | Path | None = None) -> "HexapodModel":
+        """Model of a parameters file (default: the shipped experiments set, config/hexapod.yaml)."""
+        return cls(load_parameters(path))
+
+    @property
+    def home_q(self) -> np.ndarray:
+        return np.array(self._home_q)
+
+    def reset_warm_start(self) -> None:
+        """Forget the previous solution; the next FK call tracks the physical mode from home."""
+        self._last_q, self._last_phi = self._home_q, self._home_phi
+        self._previous_q, self._previous_phi = self._home_q, self._home_phi
+
+    def _predict_phi(self, q) -> tuple[float, ...]:
+        """Secant prediction of phi from the last two solutions, along the actuator motion.
+
+        In a 1 kHz loop q moves almost linearly, so this saves one Newton iteration per call.
+        """
+        last_q, previous_q, last_phi = self._last_q, self._previous_q, self._last_phi
+        step = [a - b for a, b in zip(last_q, previous_q)]
+        norm2 = sum(v * v for v in step)
+        if norm2 == 0.0:
+            return last_phi
+        s = sum((a - b) * v for a, b, v in zip(q, last_q, step)) / norm2
+        if not 0.0 < s <= 2.0:
+            return last_phi
+        return tuple(a + s * (a - b) for a, b in zip(last_phi, self._previous_phi))
+
+    # ------------------------------------------------------------------ validation
+    def _joint_vector(self, q, name: str = "q") -> tuple[float, ...]:
+        q = as_vector(q, 6, name, JOINT_NAMES)
+        two_l = 2.0 * self.parameters.geometry.leg_length
+        for side in range(3):
+            qbar = q[2 * side] + q[2 * side + 1]
+            if not -two_l < qbar < two_l:
+                raise AssemblyError(
+                    f"side {side + 1}: q{2 * side} + q{2 * side + 1} = {qbar:.6g} m; the legs "
+                    f"cannot assemble unless |q_bar| < 2L = {two_l:.6g} m"
+                )
+        return q
+
+    def _phi_vector(self, phi, name: str = "phi") -> tuple[float, ...]:
+        return as_vector(phi, 3, name, PASSIVE_NAMES)
+
+    # ------------------------------------------------------------------ forward kinematics
+    def _newton(self, q, phi, tolerance: float):
+        """Newton on gamma(q, phi) = 0 from phi. Returns (phi, iterations, residual, rows) or None."""
+        chains = self._chains
+        phi = list(phi)
+        lp = chains.platform_side
+        for iteration in range(MAX_NEWTON_ITERATIONS + 1):
+            gamma, rows = chains.closure_residual_and_slopes(q, phi)
+            # |edge| - L_P = gamma / ((|edge| + L_P) / 2) ~ gamma / L_P near closure.
+            residual = max(abs(gamma[0]), abs(gamma[1]), abs(gamma[2])) / lp
+            if residual <= tolerance:
+                return tuple(phi), iteration, residual, rows
+            if iteration == MAX_NEWTON_ITERATIONS:
+                return None
+            step = chains.solve_cyclic(rows, gamma)
+            if step is None:
+                return None
+            largest = max(abs(s) for s in step)
+            shrink = MAX_NEWTON_STEP / largest if largest > MAX_NEWTON_STEP else 1.0
+            phi = [phi[i] - shrink * step[i] for i in range(3)]
+        return None
+
+    @staticmethod
+    def _conditioning(rows) -> float:
+        (a0, b0), (a1, b1), (a2, b2) = rows
+        det = a0 * a1 * a2 + b0 * b1 * b2
+        norms = math.hypot(a0, b0) * math.hypot(a1, b1) * math.hypot(a2, b2)
+        return abs(det) / norms if norms > 0.0 else 0.0
+
+    @staticmethod
+    def _is_physical_mode(phi, rows) -> bool:
+        """The physical mode: every leg pair above the base (0 < phi < pi) and det dgamma/dphi > 0.
+
+        Among the 8 real assembly modes near home only the physical one has all three passive
+        angles in (0, pi); the determinant sign cannot change without crossing a singularity.
+        """
+        (a0, b0), (a1, b1), (a2, b2) = rows
+        return all(0.0 < angle < math.pi for angle in phi) and a0 * a1 * a2 + b0 * b1 * b2 > 0.0
+
+    def _track(self, q, start_q, start_phi, tolerance: float):
+        """Follow the physical mode from (start_q, start_phi) to q in small actuator steps."""
+        distance = max(abs(a - b) for a, b in zip(q, start_q))
+        steps = max(1, math.ceil(distance / CONTINUATION_STEP))
+        phi, total = start_phi, 0
+        for step in range(1, steps + 1):
+            s = step / steps
+            target = tuple(a + s * (b - a) for a, b in zip(start_q, q))
+            solved = self._newton(target, phi, tolerance if step == steps else 1e-9)
+            if solved is None or max(abs(a - b) for a, b in zip(solved[0], phi)) > MAX_BRANCH_JUMP:
+                return None
+            phi, total = solved[0], total + solved[1]
+        return solved[0], total, solved[2], solved[3]
+
+    def solve_passive(self, q, phi_guess=None, tolerance: float = FK_TOLERANCE):
+        """phi of the physical mode and the Newton statistics: (phi, iterations, residual, rows)."""
+        q = self._joint_vector(q)
+        explicit_guess = phi_guess is not None
+        guess = self._phi_vector(phi_guess, "phi_guess") if explicit_guess else self._predict_phi(q)
+        solved = self._newton(q, guess, tolerance)
+        if solved is not None and max(abs(a - b) for a, b in zip(solved[0], guess)) > MAX_BRANCH_JUMP:
+            if explicit_guess:
+                raise AssemblyModeJumpError(
+                    f"forward kinematics from phi_guess {list(guess)} converged to phi "
+                    f"{list(solved[0])}, another branch; give a guess closer to the robot's state"
+                )
+            solved = None
+        if solved is None and not explicit_guess:
+            # The warm start was too far away: re-track from the last solution, then from home.
+            solved = self._track(q, self._last_q, self._last_phi, tolerance)
+            if solved is None:
+                solved = self._track(q, self._home_q, self._home_phi, tolerance)
+        if solved is None:
+            raise ConvergenceError(
+                f"forward kinematics did not converge for q = {list(q)}: the closed chains "
+                "cannot assemble there, or the configuration is singular"
+            )
+        phi, iterations, residual, rows = solved
+        if not self._is_physical_mode(phi, rows):
+            raise AssemblyModeJumpError(
+                f"forward kinematics for q = {list(q)} reached phi = {list(phi)}, which is not the "
+                "physical assembly mode (0 < phi_i < pi, det dgamma/dphi > 0)"
+            )
+        if q != self._last_q:
+            self._previous_q, self._previous_phi = self._last_q, self._last_phi
+        self._last_q, self._last_phi = q, phi
+        return phi, iterations, residual, rows
+
+    def forward_kinematics(self, q, phi_guess=None) -> ForwardKinematicsResult:
+        """Platform pose and passive angles from the six actuator positions [m].
+
+        Newton on the closure equations, warm-started from ``phi_guess`` or the previous
+        solution, to a closure residual <= 1e-12 m. Raises ConvergenceError when it cannot
+        converge and AssemblyModeJumpError rather than return another assembly mode.
+        """
+        phi, iterations, residual, rows = self.solve_passive(q, phi_guess)
+        q = self._last_q
+        x_axis, y_axis, z_axis, position = self._chains.platform_frame(self._chains.apexes(q, phi))
+        return ForwardKinematicsResult(
+            position=np.array(position),
+            rotation=np.array((x_axis, y_axis, z_axis)).T,
+            euler_zyx=np.array(euler_zyx_from_rotation(x_axis, y_axis, z_axis)),
+            phi=np.array(phi),
+            iterations=iterations,
+            residual=residual,
+            constraint_conditioning=self._conditioning(rows),
+        )
+
+    def assembly_modes(self, q):
+        """Every real solution of the closed chains for q; see :mod:`hexapod_control.assembly_modes`."""
+        from hexapod_control.assembly_modes import assembly_modes
+
+        return assembly_modes(self, q)
+
+    # ------------------------------------------------------------------ inverse kinematics
+    def inverse_kinematics(self, position, euler_zyx, check_limits: bool = True) -> InverseKinematicsResult:
+        """Actuator positions and passive angles for a platform pose, in closed form.
+
+        Raises UnreachablePoseError when a leg pair cannot reach its apex, the solution leaves the
+        physical assembly mode, or (with ``check_limits``) an actuator leaves its travel.
+        """
+        position = as_vector(position, 3, "position", ("x", "y", "z"))
+        euler = as_vector(euler_zyx, 3, "euler_zyx", ("lambda", "mu", "nu"))
+        chains = self._chains
+        rotation = rotation_from_euler_zyx(euler)
+        z_axis = tuple(rotation[:, 2])
+        centre = _sub(position, _scale(chains.platform_offset, z_axis))
+        leg = chains.leg_length
+        q, phi = [0.0] * 6, [0.0] * 3
+        for side, local_apex in enumerate(chains.platform_apexes):
+            apex = _add(centre, tuple(rotation @ np.array(local_apex)))
+            along, across, up = chains.to_side(side, apex)
+            across -= chains.side_offset
+            height = math.hypot(across, up)
+            if height >= leg:
+                raise UnreachablePoseError(
+                    f"side {side + 1}: apex P{side + 1} is {height:.6g} m from the base side, beyond "
+                    f"the leg length {leg:.6g} m"
+                )
+            half_qbar = math.sqrt(leg * leg - height * height)
+            q[2 * side], q[2 * side + 1] = half_qbar - along, half_qbar + along
+            phi[side] = math.atan2(up, across)
+        _, rows, _ = chains.closure(q, phi)
+        if not self._is_physical_mode(phi, rows):
+            raise UnreachablePoseError(
+                f"pose {list(position) + list(euler)} needs phi = {phi}, outside the physical "
+                "assembly mode (a forward-kinematics singularity lies in between)"
+            )
+        if check_limits:
+            self.check_joint_limits(q, error=UnreachablePoseError)
+        return InverseKinematicsResult(q=np.array(q), phi=np.array(phi))
+
+    def check_joint_limits(self, q, error: type[Exception] = InvalidInputError) -> None:
+        """Raise ``error`` naming the first actuator outside its travel or a colliding slider pair."""
+        q = as_vector(q, 6, "q", JOINT_NAMES)
+        limits = self.parameters.limits
+        for k, value in enumerate(q):
+            if not limits.actuator_position_min <= value <= limits.actuator_position_max:
+                raise error(
+                    f"{JOINT_NAMES[k]} = {value:.6g} m is outside the travel "
+                    f"[{limits.actuator_position_min}, {limits.actuator_position_max}] m"
+                )
+        for side in range(3):
+            separation = q[2 * side] + q[2 * side + 1]
+            if separation < limits.min_slider_separation:
+                raise error(
+                    f"side {side + 1}: q{2 * side} + q{2 * side + 1} = {separation:.6g} m is below the "
+                    f"minimum slider separation {limits.min_slider_separation} m"
+                )
+
+    # ------------------------------------------------------------------ velocity kinematics
+    def _passive_state(self, q, phi):
+        q = self._joint_vector(q)
+        if phi is None:
+            phi = self.solve_passive(q)[0]
+        else:
+            phi = self._phi_vector(phi)
+        return q, phi
+
+    def _passive_map_rows(self, q, phi):
+        """(dphi/dq as 3 rows of 6, side states, closure rows); raises near a singularity."""
+        chains = self._chains
+        _, rows, sides = chains.closure(q, phi)
+        # dgamma_k/dq: gamma_k = |P_j - P_i|^2 / 2 depends on the actuators of sides i and j.
+        gamma_q = []
+        for i, j in SIDE_PAIRS:
+            edge = _sub(sides[j].apex, sides[i].apex)
+            row = [0.0] * 6
+            row[2 * i] = -_dot(edge, sides[i].d_apex_d_q_first)
+            row[2 * i + 1] = -_dot(edge, sides[i].d_apex_d_q_second)
+            row[2 * j] = _dot(edge, sides[j].d_apex_d_q_first)
+            row[2 * j + 1] = _dot(edge, sides[j].d_apex_d_q_second)
+            gamma_q.append(row)
+        columns = []
+        for k in range(6):
+            solved = chains.solve_cyclic(rows, (gamma_q[0][k], gamma_q[1][k], gamma_q[2][k]))
+            if solved is None:
+                raise SingularityError(f"dgamma/dphi is singular at q = {list(q)}, phi = {list(phi)}")
+            columns.append((-solved[0], -solved[1], -solved[2]))
+        phi_rows = tuple(tuple(columns[k][r] for k in range(6)) for r in range(3))
+        return phi_rows, sides, rows
+
+    def passive_map(self, q, phi=None) -> np.ndarray:
+        """A(q) = [I; -(dgamma/dphi)^-1 dgamma/dq] (9, 6): rho_dot = A q_dot."""
+        q, phi = self._passive_state(q, phi)
+        phi_rows, _, _ = self._passive_map_rows(q, phi)
+        return np.vstack((np.eye(6), np.array(phi_rows)))
+
+    def _apex_rates(self, sides, q_rate, phi_rate):
+        return tuple(
+            _add(
+                _add(_scale(q_rate[2 * i], s.d_apex_d_q_first), _scale(q_rate[2 * i + 1], s.d_apex_d_q_second)),
+                _scale(phi_rate[i], s.d_apex_d_phi),
+            )
+            for i, s in enumerate(sides)
+        )
+
+    def _apex_bias_accelerations(self, q, phi, q_rate, phi_rate):
+        """P_i_ddot at q_ddot = 0, phi_ddot = 0 (the terms quadratic in the rates)."""
+        chains = self._chains
+        out = []
+        for side in range(3):
+            qbar = q[2 * side] + q[2 * side + 1]
+            qbar_rate = q_rate[2 * side] + q_rate[2 * side + 1]
+            r = chains.height(qbar)
+            dr = -qbar / (4.0 * r)
+            d2r = -1.0 / (4.0 * r) - qbar * qbar / (16.0 * r**3)
+            r_rate, r_acc = dr * qbar_rate, d2r * qbar_rate * qbar_rate
+            w = phi_rate[side]
+            c, s = math.cos(phi[side]), math.sin(phi[side])
+            local = (
+                0.0,
+                r_acc * c - 2.0 * r_rate * s * w - r * c * w * w,
+                r_acc * s + 2.0 * r_rate * c * w - r * s * w * w,
+            )
+            out.append(chains.to_base(side, local))
+        return tuple(out)
+
+    def passive_acceleration_bias(self, q, phi, qd) -> np.ndarray:
+        """A_dot q_dot restricted to phi: the passive accelerations when q_ddot = 0 (3,)."""
+        q, phi = self._passive_state(q, phi)
+        qd = as_vector(qd, 6, "qd", JOINT_NAMES)
+        phi_rows, sides, rows = self._passive_map_rows(q, phi)
+        return np.array(self._phi_bias(q, phi, qd, phi_rows, sides, rows)[0])
+
+    def _phi_bias(self, q, phi, qd, phi_rows, sides, rows):
+        phi_rate = tuple(sum(phi_rows[r][k] * qd[k] for k in range(6)) for r in range(3))
+        apex_rates = self._apex_rates(sides, qd, phi_rate)
+        apex_bias = self._apex_bias_accelerations(q, phi, qd, phi_rate)
+        # d2/dt2 gamma_k = |edge_rate|^2 + edge . edge_acc = 0 with edge_acc = G phi_ddot + bias.
+        rhs = []
+        for i, j in SIDE_PAIRS:
+            edge = _sub(sides[j].apex, sides[i].apex)
+            edge_rate = _sub(apex_rates[j], apex_rates[i])
+            rhs.append(_dot(edge_rate, edge_rate) + _dot(edge, _sub(apex_bias[j], apex_bias[i])))
+        solved = self._chains.solve_cyclic(rows, rhs)
+        if solved is None:
+            raise SingularityError(f"dgamma/dphi is singular at q = {list(q)}, phi = {list(phi)}")
+        return (-solved[0], -solved[1], -solved[2]), phi_rate, apex_rates, apex_bias
+
+    def _platform_rates(self, apexes, apex_rates, euler):
+        x_axis, y_axis, z_axis, _ = self._chains.platform_frame(apexes)
+        x_rate, y_rate, z_rate, position_rate = self._chains.frame_rates(apexes, apex_rates)
+        omega = _scale(0.5, _add(_add(_cross(x_axis, x_rate), _cross(y_axis, y_rate)), _cross(z_axis, z_rate)))
+        return position_rate, omega, euler_rates_from_angular_velocity(euler, omega)
+
+    def analytic_jacobian(self, q, qd=None, phi=None) -> JacobianResult:
+        """J_A (xi_dot = J_A q_dot), A(q), J_A_dot q_dot when ``qd`` is given, and conditioning."""
+        q, phi = self._passive_state(q, phi)
+        chains = self._chains
+        phi_rows, sides, rows = self._passive_map_rows(q, phi)
+        apexes = tuple(s.apex for s in sides)
+        x_axis, y_axis, z_axis, _ = chains.platform_frame(apexes)
+        euler = euler_zyx_from_rotation(x_axis, y_axis, z_axis)
+        if abs(math.cos(euler[1])) < 1e-6:
+            raise SingularityError(f"ZYX Euler angles are singular at mu = {euler[1]} rad")
+        columns = []
+        for k in range(6):
+            unit = tuple(1.0 if m == k else 0.0 for m in range(6))
+            phi_rate = (phi_rows[0][k], phi_rows[1][k], phi_rows[2][k])
+            position_rate, _, euler_rate = self._platform_rates(apexes, self._apex_rates(sides, unit, phi_rate), euler)
+            columns.append(position_rate + euler_rate)
+        analytic = np.array(columns).T
+        convective = None
+        if qd is not None:
+            qd = as_vector(qd, 6, "qd", JOINT_NAMES)
+            phi_acc, phi_rate, apex_rates, apex_bias = self._phi_bias(q, phi, qd, phi_rows, sides, rows)
+            apex_acc = tuple(
+                _add(apex_bias[i], _scale(phi_acc[i], sides[i].d_apex_d_phi)) for i in range(3)
+            )
+            convective = np.array(self._platform_accelerations(apexes, apex_rates, apex_acc, euler))
+        singular_values = np.linalg.svd(analytic, compute_uv=False)
+        return JacobianResult(
+            analytic=analytic,
+            passive_map=np.vstack((np.eye(6), np.array(phi_rows))),
+            convective=convective,
+            constraint_conditioning=self._conditioning(rows),
+            jacobian_conditioning=float(singular_values[-1] / singular_values[0]),
+            phi=np.array(phi),
+        )
+
+    def _platform_accelerations(self, apexes, apex_rates, apex_acc, euler):
+        """xi_ddot from apex positions, velocities and accelerations."""
+        chains = self._chains
+        p0, p1, p2 = apexes
+        v0, v1, v2 = apex_rates
+        a0, a1, a2 = apex_acc
+        lp, c = chains.platform_side, chains.normal_scale
+        e21, e01 = _sub(p2, p1), _sub(p0, p1)
+        de21, de01 = _sub(v2, v1), _sub(v0, v1)
+        dde21, dde01 = _sub(a2, a1), _sub(a0, a1)
+        y_axis, y_rate, y_acc = _scale(1 / lp, e21), _scale(1 / lp, de21), _scale(1 / lp, dde21)
+        z_axis = _scale(c, _cross(e21, e01))
+        z_rate = _scale(c, _add(_cross(de21, e01), _cross(e21, de01)))
+        z_acc = _scale(c, _add(_add(_cross(dde21, e01), _scale(2.0, _cross(de21, de01))), _cross(e21, dde01)))
+        x_axis = _cross(y_axis, z_axis)
+        x_rate = _add(_cross(y_rate, z_axis), _cross(y_axis, z_rate))
+        x_acc = _add(_add(_cross(y_acc, z_axis), _scale(2.0, _cross(y_rate, z_rate))), _cross(y_axis, z_acc))
+        omega = _scale(0.5, _add(_add(_cross(x_axis, x_rate), _cross(y_axis, y_rate)), _cross(z_axis, z_rate)))
+        omega_rate = _scale(0.5, _add(_add(_cross(x_axis, x_acc), _cross(y_axis, y_acc)), _cross(z_axis, z_acc)))
+        position_acc = _add(_scale(1.0 / 3.0, _add(_add(a0, a1), a2)), _scale(chains.platform_offset, z_acc))
+        euler_rate = euler_rates_from_angular_velocity(euler, omega)
+        return position_acc + euler_accelerations(euler, euler_rate, omega_rate)
+
+    # ------------------------------------------------------------------ geometry accessors
+    def platform_vertices(self, q, phi=None) -> np.ndarray:
+        """Rows P_1, P_2, P_3 (the spherical-joint centres) in the base frame (3, 3)."""
+        q, phi = self._passive_state(q, phi)
+        return np.array(self._chains.apexes(q, phi))
+
+    def constraint_residual(self, q, phi) -> np.ndarray:
+        """gamma(q, phi) = (|P_j - P_i|^2 - L_P^2) / 2 for (i, j) = (1,2), (2,3), (3,1) [m^2]."""
+        q = self._joint_vector(q)
+        return np.array(self._chains.closure(q, self._phi_vector(phi))[0])
+
+    def slider_positions(self, q) -> np.ndarray:
+        """Rows D_0..D_5, the universal-joint centres, in the base frame (6, 3)."""
+        q = as_vector(q, 6, "q", JOINT_NAMES)
+        chains = self._chains
+        rows = []
+        for side in range(3):
+            rows.append(chains.to_base(side, (-q[2 * side], chains.side_offset, 0.0)))
+            rows.append(chains.to_base(side, (q[2 * side + 1], chains.side_offset, 0.0)))
+        return np.array(rows)
+
