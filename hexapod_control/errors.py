@@ -31,3 +31,7 @@ class AssemblyModeJumpError(HexapodError):
 
 class SingularityError(HexapodError):
     """A configuration is too close to a singularity for the requested computation."""
+
+
+class SimulationDivergedError(HexapodError):
+    """A simulated plant left the physically meaningful region (NaN, runaway speed, open loops)."""

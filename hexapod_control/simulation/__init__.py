@@ -1,0 +1,1 @@
+"""Plants the controllers drive: the embedded reduced-model simulator and a MuJoCo model."""
