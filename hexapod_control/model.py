@@ -90,7 +90,10 @@ def as_vector(value, size: int, name: str, labels: Sequence[str] | None = None) 
     try:
         vector = tuple(float(v) for v in value)
     except (TypeError, ValueError) as error:
-        raise InvalidInputError(f"{name}: expected {size} real numbers, got {value!r}") from error
+        shape = np.shape(value) if not isinstance(value, (str, bytes)) else ()
+        raise InvalidInputError(
+            f"{name}: expected {size} real numbers (shape ({size},)), got shape {shape}: {value!r}"
+        ) from error
     if len(vector) != size:
         raise InvalidInputError(f"{name}: expected {size} values, got {len(vector)}")
     for k, v in enumerate(vector):

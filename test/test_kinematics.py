@@ -1,0 +1,233 @@
+"""Kinematics checked against independent computations: geometry, round trips, finite differences."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hexapod_control import (
+    AssemblyError,
+    AssemblyModeJumpError,
+    ConvergenceError,
+    HexapodModel,
+    InvalidInputError,
+    UnreachablePoseError,
+)
+from hexapod_control.parameters import default_parameters_path
+
+HOME_Q = 0.1765
+# Trajectory (6.82) of the thesis: q_d = q(0) + c_k (1 - exp(-kappa t^3)) sin(omega_k t).
+TRAJECTORY_AMPLITUDES = np.array([0.05, 0.08, 0.08, 0.05, 0.08, 0.05])
+TRAJECTORY_FREQUENCIES = np.array([3.0, 3.0, 1.5, 1.5, 0.75, 0.75])
+
+
+def joint_trajectory(t):
+    return HOME_Q + TRAJECTORY_AMPLITUDES * (1.0 - math.exp(-(t**3))) * np.sin(TRAJECTORY_FREQUENCIES * t)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return HexapodModel.from_yaml()
+
+
+def fresh_model():
+    return HexapodModel.from_yaml()
+
+
+admissible_q = st.lists(st.floats(-0.07, 0.07), min_size=6, max_size=6).map(lambda d: HOME_Q + np.array(d))
+
+
+def leg_geometry_errors(model, q, result):
+    """Leg lengths and platform-triangle sides recomputed from the returned pose, independently."""
+    geometry = model.parameters.geometry
+    side = geometry.platform_side
+    circumradius = side / math.sqrt(3.0)
+    local = np.array(
+        [[-circumradius, 0.0, 0.0], [circumradius / 2, -side / 2, 0.0], [circumradius / 2, side / 2, 0.0]]
+    )
+    rotation = result.rotation
+    apexes = result.position - geometry.platform_offset * rotation[:, 2] + local @ rotation.T
+    betas = np.radians([-90.0, 30.0, 150.0])
+    half_gap = geometry.base_side / (2.0 * math.sqrt(3.0))
+    errors = []
+    for i, beta in enumerate(betas):
+        axis = np.array([math.cos(beta), math.sin(beta), 0.0])
+        midpoint = -half_gap * np.array([-math.sin(beta), math.cos(beta), 0.0])
+        for slider in (midpoint - q[2 * i] * axis, midpoint + q[2 * i + 1] * axis):
+            errors.append(abs(np.linalg.norm(apexes[i] - slider) - geometry.leg_length))
+    return max(errors), np.linalg.norm(rotation.T @ rotation - np.eye(3))
+
+
+def test_home_pose(model):
+    result = model.forward_kinematics([HOME_Q] * 6)
+    geometry = model.parameters.geometry
+    expected_z = math.sqrt(geometry.leg_length**2 - HOME_Q**2) + geometry.platform_offset
+    np.testing.assert_allclose(result.position, [0.0, 0.0, expected_z], atol=1e-14)
+    assert round(result.position[2], 4) == 0.4243
+    np.testing.assert_allclose(result.rotation, np.eye(3), atol=1e-14)
+    np.testing.assert_allclose(result.phi, [math.pi / 2] * 3, atol=1e-14)
+    assert result.residual <= 1e-12
+
+
+def test_validation_leg_length_gives_the_printed_height():
+    model = HexapodModel.from_yaml(default_parameters_path("hexapod_validation.yaml"))
+    assert round(model.forward_kinematics([HOME_Q] * 6).position[2], 4) == 0.4139
+
+
+@settings(max_examples=150, deadline=None)
+@given(q=admissible_q)
+def test_forward_kinematics_closes_every_leg(q):
+    model = fresh_model()
+    result = model.forward_kinematics(q)
+    leg_error, orthogonality = leg_geometry_errors(model, q, result)
+    assert result.residual <= 1e-12
+    assert leg_error <= 1e-11
+    assert orthogonality <= 1e-10  # R_F is built from a triangle closed to 1e-12 m
+
+
+@settings(max_examples=150, deadline=None)
+@given(q=admissible_q)
+def test_inverse_after_forward_returns_the_actuators(q):
+    model = fresh_model()
+    fk = model.forward_kinematics(q)
+    ik = model.inverse_kinematics(fk.position, fk.euler_zyx, check_limits=False)
+    np.testing.assert_allclose(ik.q, q, atol=1e-10)
+    np.testing.assert_allclose(ik.phi, fk.phi, atol=1e-10)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    position=st.tuples(st.floats(-0.03, 0.03), st.floats(-0.03, 0.03), st.floats(0.39, 0.44)),
+    euler=st.tuples(st.floats(-0.1, 0.1), st.floats(-0.1, 0.1), st.floats(-0.1, 0.1)),
+)
+def test_forward_after_inverse_returns_the_pose(position, euler):
+    model = fresh_model()
+    ik = model.inverse_kinematics(position, euler)
+    fk = model.forward_kinematics(ik.q)
+    np.testing.assert_allclose(fk.position, position, atol=1e-10)
+    np.testing.assert_allclose(fk.euler_zyx, euler, atol=1e-10)
+
+
+def central_difference(function, x, direction, step):
+    """Fourth-order central difference of function along direction at x."""
+    f = [function(x + k * step * direction) for k in (-2, -1, 1, 2)]
+    return (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * step)
+
+
+def random_states(count, seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        yield HOME_Q + rng.uniform(-0.07, 0.07, 6), rng.normal(0.0, 0.2, 6)
+
+
+def test_analytic_jacobian_matches_finite_differences(model):
+    step = 1e-4
+    for q, _ in random_states(20, seed=1):
+        jacobian = model.analytic_jacobian(q)
+        for k in range(6):
+            unit = np.eye(6)[k]
+            pose_column = central_difference(lambda x: model.forward_kinematics(x).pose, q, unit, step)
+            phi_column = central_difference(lambda x: model.forward_kinematics(x).phi, q, unit, step)
+            np.testing.assert_allclose(jacobian.analytic[:, k], pose_column, atol=1e-8)
+            np.testing.assert_allclose(jacobian.passive_map[6:, k], phi_column, atol=1e-8)
+        np.testing.assert_array_equal(jacobian.passive_map[:6], np.eye(6))
+
+
+def test_convective_term_matches_finite_differences(model):
+    step = 1e-4
+    for q, qd in random_states(20, seed=2):
+        jacobian = model.analytic_jacobian(q, qd=qd)
+        expected = central_difference(lambda x: model.analytic_jacobian(x).analytic @ qd, q, qd, step)
+        np.testing.assert_allclose(jacobian.convective, expected, atol=1e-8)
+        # The same quantity as the second derivative of the pose along q(t) = q + t qd.
+        pose = lambda t: model.forward_kinematics(q + t * qd).pose  # noqa: E731
+        h = 1e-3
+        second = (-pose(2 * h) + 16 * pose(h) - 30 * pose(0) + 16 * pose(-h) - pose(-2 * h)) / (12 * h * h)
+        np.testing.assert_allclose(jacobian.convective, second, atol=1e-6)
+
+
+def test_passive_acceleration_bias_matches_finite_differences(model):
+    step = 1e-4
+    for q, qd in random_states(20, seed=3):
+        bias = model.passive_acceleration_bias(q, None, qd)
+        expected = central_difference(lambda x: model.passive_map(x)[6:] @ qd, q, qd, step)
+        np.testing.assert_allclose(bias, expected, atol=1e-8)
+
+
+def test_selected_mode_is_continuous_along_the_thesis_trajectory():
+    tracking = fresh_model()
+    previous = None
+    largest_step = 0.0
+    for k in range(20000):  # 20 s at 1 kHz
+        q = joint_trajectory(k * 1e-3)
+        phi = tracking.forward_kinematics(q).phi
+        if previous is not None:
+            largest_step = max(largest_step, np.max(np.abs(phi - previous)))
+        previous = phi
+        if k % 2000 == 0:  # a cold model must find the same mode without history
+            np.testing.assert_allclose(fresh_model().forward_kinematics(q).phi, phi, atol=1e-10)
+    # The joints move at most ~0.24 m/s, so phi changes by well under a milliradian per step.
+    assert largest_step < 2e-3
+
+
+def test_far_jump_between_calls_stays_on_the_physical_mode():
+    model = fresh_model()
+    far = np.array([0.25, 0.11, 0.24, 0.12, 0.23, 0.10])
+    near_home = np.full(6, HOME_Q)
+    jumped = model.forward_kinematics(far)
+    cold = fresh_model().forward_kinematics(far)
+    np.testing.assert_allclose(jumped.phi, cold.phi, atol=1e-12)
+    np.testing.assert_allclose(model.forward_kinematics(near_home).phi, [math.pi / 2] * 3, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "q, match",
+    [
+        ([HOME_Q] * 5, "shape|values"),
+        ([HOME_Q] * 5 + [float("nan")], "q5"),
+        ([float("inf")] + [HOME_Q] * 5, "q0"),
+        ([[HOME_Q] * 6], "shape"),
+        (["a"] * 6, "real numbers"),
+    ],
+)
+def test_invalid_joint_vectors_are_rejected(model, q, match):
+    with pytest.raises(InvalidInputError, match=match):
+        model.forward_kinematics(q)
+    with pytest.raises(InvalidInputError):
+        model.analytic_jacobian(q)
+
+
+def test_legs_too_short_for_the_slider_spread(model):
+    leg = model.parameters.geometry.leg_length
+    with pytest.raises(AssemblyError, match="side 2: q2 \\+ q3"):
+        model.forward_kinematics([HOME_Q, HOME_Q, leg, leg + 0.01, HOME_Q, HOME_Q])
+
+
+def test_configuration_that_cannot_close(model):
+    # Each side can assemble, but side 1's apex is pulled far from the other two.
+    with pytest.raises((ConvergenceError, AssemblyModeJumpError)):
+        fresh_model().forward_kinematics([0.37, 0.37, 0.02, 0.02, 0.02, 0.02])
+
+
+def test_explicit_guess_on_another_branch_raises(model):
+    with pytest.raises(AssemblyModeJumpError):
+        fresh_model().forward_kinematics([HOME_Q] * 6, phi_guess=[-1.6, -1.6, -1.6])
+
+
+def test_unreachable_poses(model):
+    with pytest.raises(UnreachablePoseError, match="beyond the leg length"):
+        model.inverse_kinematics([0.0, 0.0, 0.6], [0.0, 0.0, 0.0])
+    with pytest.raises(UnreachablePoseError, match="travel|separation"):
+        model.inverse_kinematics([0.15, 0.0, 0.3], [0.0, 0.0, 0.0])  # q3 = q4 = 0.435 m
+    with pytest.raises(InvalidInputError, match="nu"):
+        model.inverse_kinematics([0.0, 0.0, 0.42], [0.0, 0.0, float("nan")])
+
+
+def test_conditioning_is_reported(model):
+    jacobian = model.analytic_jacobian([HOME_Q] * 6)
+    assert 0.0 < jacobian.constraint_conditioning <= 1.0
+    assert 0.0 < jacobian.jacobian_conditioning <= 1.0
+    singular_values = np.linalg.svd(jacobian.analytic, compute_uv=False)
+    assert jacobian.jacobian_conditioning == pytest.approx(singular_values[-1] / singular_values[0])
