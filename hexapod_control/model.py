@@ -23,7 +23,6 @@ from hexapod_control.errors import (
 from hexapod_control.kinematics import (
     SIDE_PAIRS,
     ClosedChainKinematics,
-    Vec,
     _add,
     _cross,
     _dot,
@@ -31,6 +30,12 @@ from hexapod_control.kinematics import (
     _sub,
 )
 from hexapod_control.parameters import HexapodParameters, load_parameters
+from hexapod_control.rotations import (
+    euler_accelerations,
+    euler_rates_from_angular_velocity,
+    euler_zyx_from_axes,
+    rotation_from_euler_zyx,
+)
 
 JOINT_NAMES = tuple(f"q{k}" for k in range(6))
 PASSIVE_NAMES = ("phi1", "phi2", "phi3")
@@ -101,49 +106,6 @@ def as_vector(value, size: int, name: str, labels: Sequence[str] | None = None) 
             label = labels[k] if labels else f"{name}[{k}]"
             raise InvalidInputError(f"{name}: {label} is {v} (must be finite)")
     return vector
-
-
-def euler_zyx_from_rotation(x_axis: Vec, y_axis: Vec, z_axis: Vec) -> tuple[float, float, float]:
-    """ZYX Euler angles of R = [x y z] (columns), with atan2 throughout (erratum 2)."""
-    r11, r21, r31 = x_axis
-    r32, r33 = y_axis[2], z_axis[2]
-    return (math.atan2(r21, r11), math.atan2(-r31, math.hypot(r11, r21)), math.atan2(r32, r33))
-
-
-def rotation_from_euler_zyx(euler) -> np.ndarray:
-    lam, mu, nu = euler
-    cl, sl, cm, sm, cn, sn = (math.cos(lam), math.sin(lam), math.cos(mu), math.sin(mu), math.cos(nu), math.sin(nu))
-    return np.array(
-        [
-            [cl * cm, cl * sm * sn - sl * cn, cl * sm * cn + sl * sn],
-            [sl * cm, sl * sm * sn + cl * cn, sl * sm * cn - cl * sn],
-            [-sm, cm * sn, cm * cn],
-        ]
-    )
-
-
-def euler_rates_from_angular_velocity(euler, omega: Vec) -> Vec:
-    """psi_dot = T(psi)^-1 omega for ZYX angles, T = [[0,-sl,cl cm],[0,cl,sl cm],[1,0,-sm]]."""
-    lam, mu, _ = euler
-    cl, sl, cm, sm = math.cos(lam), math.sin(lam), math.cos(mu), math.sin(mu)
-    nu_rate = (cl * omega[0] + sl * omega[1]) / cm
-    mu_rate = -sl * omega[0] + cl * omega[1]
-    return (omega[2] + sm * nu_rate, mu_rate, nu_rate)
-
-
-def euler_accelerations(euler, euler_rates: Vec, angular_acceleration: Vec) -> Vec:
-    """psi_ddot from omega_dot = T psi_ddot + T_dot psi_dot."""
-    lam, mu, _ = euler
-    lam_rate, mu_rate, nu_rate = euler_rates
-    cl, sl, cm, sm = math.cos(lam), math.sin(lam), math.cos(mu), math.sin(mu)
-    u_rate = (-cl * lam_rate, -sl * lam_rate, 0.0)  # d/dt of T's second column
-    w_rate = (  # d/dt of T's third column
-        -sl * cm * lam_rate - cl * sm * mu_rate,
-        cl * cm * lam_rate - sl * sm * mu_rate,
-        -cm * mu_rate,
-    )
-    drift = _add(_scale(mu_rate, u_rate), _scale(nu_rate, w_rate))
-    return euler_rates_from_angular_velocity(euler, _sub(angular_acceleration, drift))
 
 
 class HexapodModel:
@@ -312,7 +274,7 @@ class HexapodModel:
         return ForwardKinematicsResult(
             position=np.array(position),
             rotation=np.array((x_axis, y_axis, z_axis)).T,
-            euler_zyx=np.array(euler_zyx_from_rotation(x_axis, y_axis, z_axis)),
+            euler_zyx=np.array(euler_zyx_from_axes(x_axis, y_axis, z_axis)),
             phi=np.array(phi),
             iterations=iterations,
             residual=residual,
@@ -484,7 +446,7 @@ class HexapodModel:
         phi_rows, sides, rows = self._passive_map_rows(q, phi)
         apexes = tuple(s.apex for s in sides)
         x_axis, y_axis, z_axis, _ = chains.platform_frame(apexes)
-        euler = euler_zyx_from_rotation(x_axis, y_axis, z_axis)
+        euler = euler_zyx_from_axes(x_axis, y_axis, z_axis)
         if abs(math.cos(euler[1])) < 1e-6:
             raise SingularityError(f"ZYX Euler angles are singular at mu = {euler[1]} rad")
         columns = []
