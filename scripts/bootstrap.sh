@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Create or update the project's virtual environment in <repo>/.venv.
+#
+# First run: python3 -m venv .venv, then pip install -r requirements-dev.txt (numpy, scipy, ...,
+# the ROS 2 rclpy wheels and the test tools). A stamp with the hash of the requirements files is
+# kept in .venv, so later runs return at once and reinstall only when a requirements file changed.
+#
+# HEXAPOD_PYTHON picks the interpreter for a new venv (default: python3). It must be CPython 3.11:
+# the ROS 2 wheels on PyPI are built for cp311 only.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$REPO_ROOT/.venv"
+STAMP="$VENV/.requirements.sha256"
+PYTHON="${HEXAPOD_PYTHON:-python3}"
+
+say() { echo "bootstrap: $*" >&2; }
+
+cd "$REPO_ROOT"
+wanted="$(cat requirements.txt requirements-ros.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)"
+
+if [[ -x "$VENV/bin/python" ]] && ! "$VENV/bin/python" -c 'pass' 2>/dev/null; then
+    say "$VENV is broken (its interpreter does not run); recreating it"
+    rm -rf "$VENV"
+fi
+if [[ ! -x "$VENV/bin/python" ]]; then
+    say "creating $VENV with $("$PYTHON" --version 2>&1) ($(command -v "$PYTHON"))"
+    "$PYTHON" -m venv "$VENV"
+fi
+
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$wanted" ]]; then
+    say "$VENV is up to date with requirements-dev.txt"
+    exit 0
+fi
+
+say "installing requirements-dev.txt into $VENV (a few minutes on a new venv)"
+# The filter drops pip's warnings about configured local package folders that do not exist on
+# this machine (one per package, hundreds of lines); everything else pip says is kept.
+"$VENV/bin/python" -m pip install --disable-pip-version-check --quiet -r requirements-dev.txt \
+    2> >(grep -v "^WARNING: Location '.*' is ignored: it is neither a file nor a directory" >&2)
+echo "$wanted" > "$STAMP"
+say "done"

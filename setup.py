@@ -1,0 +1,51 @@
+"""ament_python build of hexapod_control (also a plain setuptools package)."""
+
+import os
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE_NAME = "hexapod_control"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def share_files(folder):
+    """(install dir, files) for every regular file directly in `folder`.
+
+    An absent or empty folder yields nothing, so `launch/` may stay empty until launch files exist.
+    The paths are made relative to setup.py, as data_files wants, whatever the working directory.
+    """
+    files = sorted(
+        os.path.relpath(path, HERE)
+        for path in glob(os.path.join(HERE, folder, "*"))
+        if os.path.isfile(path)
+    )
+    return [(os.path.join("share", PACKAGE_NAME, folder), files)] if files else []
+
+
+# One line per executable: `ros2 run hexapod_control <name>`.
+CONSOLE_SCRIPTS = [
+    "hexapod_demo = hexapod_control.demo:main",
+]
+
+setup(
+    name=PACKAGE_NAME,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE_NAME]),
+        ("share/" + PACKAGE_NAME, ["package.xml"]),
+        *share_files("launch"),
+        *share_files("config"),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=True,
+    maintainer="hexapod_control maintainers",
+    maintainer_email="hexapod_control@example.com",
+    description="Control of the Quanser Hexapod parallel robot (ROS 2, rclpy).",
+    license="Apache-2.0",
+    tests_require=["pytest"],
+    entry_points={
+        "console_scripts": CONSOLE_SCRIPTS,
+    },
+)

@@ -1,0 +1,50 @@
+"""pytest setup shared by all tests.
+
+`pytest_configure` runs before any test module is collected, so before any test creates an
+rclpy context or node: that is when the DDS middleware reads its environment, and the
+variables below must be in place by then (see ros_environment.py for what each one is for).
+Merely importing rclpy earlier (a pytest plugin may) is harmless.
+"""
+
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+
+import pytest
+import ros_environment
+
+_ROS_LOG_DIR = None
+
+
+def pytest_configure(config):
+    global _ROS_LOG_DIR
+    rclpy = sys.modules.get("rclpy")
+    if rclpy is not None and rclpy.ok():
+        # DDS already started without this setup: refuse rather than run off the profile.
+        raise pytest.UsageError(
+            "rclpy was initialised before test/conftest.py configured the ROS environment"
+        )
+    _ROS_LOG_DIR = tempfile.mkdtemp(prefix="hexapod_ros_log_")
+    try:
+        ros_environment.apply(os.environ, os.getpid(), _ROS_LOG_DIR)
+    except ros_environment.RosEnvironmentError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    if importlib.util.find_spec("hexapod_control") is None:
+        # Not installed (e.g. bare `pytest` in a checkout): test the source tree, as the
+        # PYTHONPATH entry does for child processes. An installed package (colcon) is kept.
+        sys.path.insert(0, str(ros_environment.REPO_ROOT))
+
+
+def pytest_report_header(config):
+    return (
+        f"ROS: ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID')} "
+        f"RMW_IMPLEMENTATION={os.environ.get('RMW_IMPLEMENTATION')} "
+        f"FASTDDS_DEFAULT_PROFILES_FILE={os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE')}"
+    )
+
+
+def pytest_unconfigure(config):
+    if _ROS_LOG_DIR is not None:
+        shutil.rmtree(_ROS_LOG_DIR, ignore_errors=True)
