@@ -19,7 +19,7 @@ from hexapod_control.errors import ParameterError
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 BODY_NAMES = ("platform", "leg", "pu_part1", "pu_part2", "s_part1", "s_part2")
 # Sections owned by the modules that use them; each validates its own through ``section()``.
-EXTENSION_SECTIONS = ("controllers", "trajectories", "simulation", "safety", "recording")
+EXTENSION_SECTIONS = ("controllers", "trajectories", "simulation", "safety", "recording", "ros")
 CORE_KEYS = ("geometry", "bodies", "limits", "gravity", "home_actuator_position")
 
 # Plausibility windows that catch wrong units (mm for m, kg*cm^2 for kg*m^2), not design limits.
