@@ -433,11 +433,33 @@ class HexapodModel:
             raise SingularityError(f"dgamma/dphi is singular at q = {list(q)}, phi = {list(phi)}")
         return (-solved[0], -solved[1], -solved[2]), phi_rate, apex_rates, apex_bias
 
-    def _platform_rates(self, apexes, apex_rates, euler):
-        x_axis, y_axis, z_axis, _ = self._chains.platform_frame(apexes)
-        x_rate, y_rate, z_rate, position_rate = self._chains.frame_rates(apexes, apex_rates)
-        omega = _scale(0.5, _add(_add(_cross(x_axis, x_rate), _cross(y_axis, y_rate)), _cross(z_axis, z_rate)))
-        return position_rate, omega, euler_rates_from_angular_velocity(euler, omega)
+    def _jacobian_matrix(self, sides, phi_rows: np.ndarray, axes, euler) -> np.ndarray:
+        """J_A for all six actuator rates at once: each rate is a column of a 3x6 array.
+
+        Same formulas as the scalar rates: y' = (P2' - P1')/L_P, z' = c ((P2'-P1') x e01 + e21 x (P0'-P1')),
+        x' = y' x z + y x z', omega = (x x x' + y x y' + z x z')/2, psi' = T^-1 omega.
+        """
+        chains = self._chains
+        apex_rates = []
+        for i, side in enumerate(sides):
+            rate = np.outer(side.d_apex_d_phi, phi_rows[i])
+            rate[:, 2 * i] += side.d_apex_d_q_first
+            rate[:, 2 * i + 1] += side.d_apex_d_q_second
+            apex_rates.append(rate)
+        p0, p1, p2 = (np.array(side.apex) for side in sides)
+        x_axis, y_axis, z_axis = (np.array(axis) for axis in axes)
+        d21, d01 = apex_rates[2] - apex_rates[1], apex_rates[0] - apex_rates[1]
+        y_rate = d21 / chains.platform_side
+        z_rate = chains.normal_scale * (-_skew(p0 - p1) @ d21 + _skew(p2 - p1) @ d01)
+        x_rate = -_skew(z_axis) @ y_rate + _skew(y_axis) @ z_rate
+        omega = 0.5 * (_skew(x_axis) @ x_rate + _skew(y_axis) @ y_rate + _skew(z_axis) @ z_rate)
+        position_rate = (apex_rates[0] + apex_rates[1] + apex_rates[2]) / 3.0 + chains.platform_offset * z_rate
+        lam, mu, _ = euler
+        cl, sl, cm, sm = math.cos(lam), math.sin(lam), math.cos(mu), math.sin(mu)
+        t_inverse = np.array(
+            [[cl * sm / cm, sl * sm / cm, 1.0], [-sl, cl, 0.0], [cl / cm, sl / cm, 0.0]]
+        )  # psi_dot = T^-1 omega, as in rotations.euler_rates_from_angular_velocity
+        return np.vstack((position_rate, t_inverse @ omega))
 
     def analytic_jacobian(self, q, qd=None, phi=None) -> JacobianResult:
         """J_A (xi_dot = J_A q_dot), A(q), J_A_dot q_dot when ``qd`` is given, and conditioning."""
@@ -449,13 +471,7 @@ class HexapodModel:
         euler = euler_zyx_from_axes(x_axis, y_axis, z_axis)
         if abs(math.cos(euler[1])) < 1e-6:
             raise SingularityError(f"ZYX Euler angles are singular at mu = {euler[1]} rad")
-        columns = []
-        for k in range(6):
-            unit = tuple(1.0 if m == k else 0.0 for m in range(6))
-            phi_rate = (phi_rows[0][k], phi_rows[1][k], phi_rows[2][k])
-            position_rate, _, euler_rate = self._platform_rates(apexes, self._apex_rates(sides, unit, phi_rate), euler)
-            columns.append(position_rate + euler_rate)
-        analytic = np.array(columns).T
+        analytic = self._jacobian_matrix(sides, np.array(phi_rows), (x_axis, y_axis, z_axis), euler)
         convective = None
         if qd is not None:
             qd = as_vector(qd, 6, "qd", JOINT_NAMES)
@@ -518,3 +534,41 @@ class HexapodModel:
             rows.append(chains.to_base(side, (q[2 * side + 1], chains.side_offset, 0.0)))
         return np.array(rows)
 
+    # --- dynamics (delegates to hexapod_control.dynamics) ---
+    @property
+    def dynamics(self):
+        """The actuator-space ReducedDynamics of this model, created on first use."""
+        if self._dynamics is None:
+            from hexapod_control.dynamics import ReducedDynamics  # imported late: dynamics imports model types
+
+            self._dynamics = ReducedDynamics(self)
+        return self._dynamics
+
+    def mass_matrix(self, q, phi=None) -> np.ndarray:
+        """M_bar(q) = A^T M A (6, 6) [kg]."""
+        return self.dynamics.mass_matrix(q, phi=phi)
+
+    def velocity_term(self, q, qd, phi=None) -> np.ndarray:
+        """C_bar(q, q_d) q_d (6,) [N]."""
+        return self.dynamics.velocity_term(q, qd, phi=phi)
+
+    def gravity_term(self, q, phi=None) -> np.ndarray:
+        """g_bar(q) (6,) [N]."""
+        return self.dynamics.gravity_term(q, phi=phi)
+
+    def inverse_dynamics(self, q, qd, qdd, phi=None) -> np.ndarray:
+        """Actuator forces tau (6,) [N]."""
+        return self.dynamics.inverse_dynamics(q, qd, qdd, phi=phi)
+
+    def forward_dynamics(self, q, qd, tau, phi=None) -> np.ndarray:
+        """Actuator accelerations q_dd (6,) [m/s^2] under the forces tau."""
+        return self.dynamics.forward_dynamics(q, qd, tau, phi=phi)
+
+    def energy(self, q, qd, phi=None) -> tuple[float, float]:
+        """(kinetic, potential) energy [J]."""
+        return self.dynamics.energy(q, qd, phi=phi)
+
+
+def _skew(v) -> np.ndarray:
+    """S(v) with S(v) w = v x w."""
+    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])

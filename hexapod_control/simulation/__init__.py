@@ -1,1 +1,22 @@
 """Plants the controllers drive: the embedded reduced-model simulator and a MuJoCo model."""
+
+from __future__ import annotations
+
+from hexapod_control.errors import ParameterError
+from hexapod_control.parameters import HexapodParameters
+from hexapod_control.simulation.plant import Plant
+
+BACKENDS = ("embedded", "mujoco")
+
+
+def make_plant(backend: str, parameters: HexapodParameters) -> Plant:
+    """The plant of a backend name; MuJoCo is imported only when asked for."""
+    if backend == "embedded":
+        from hexapod_control.simulation.embedded import EmbeddedSimulator
+
+        return EmbeddedSimulator(parameters)
+    if backend == "mujoco":
+        from hexapod_control.simulation.mujoco_plant import MujocoPlant
+
+        return MujocoPlant(parameters)
+    raise ParameterError(f"unknown simulation backend {backend!r}; expected one of {BACKENDS}")
