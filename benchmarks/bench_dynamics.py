@@ -1,0 +1,135 @@
+"""Timing of the actuator-space dynamics (ReducedDynamics) per call, in microseconds.
+
+    PYTHONPATH=. python benchmarks/bench_dynamics.py [--calls 2000] [--parameters config/hexapod.yaml]
+
+Two regimes: "fk" follows the validation trajectory (6.82) sampled at 1 kHz, so every call
+solves the forward kinematics from the previous sample (the warm start of a control loop);
+"phi" passes the passive angles, as a caller that already ran the kinematics does.
+Speed is reported, never asserted; the machine's load shows in the p99 column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+
+import numpy as np
+
+from hexapod_control import HexapodModel, load_parameters
+from hexapod_control.dynamics import ReducedDynamics
+from hexapod_control.generated import dynamics_terms
+
+CONTROL_PERIOD = 1e-3  # [s] samples of the trajectory, as in a 1 kHz loop
+WARM_UP_CALLS = 200
+
+
+def validation_trajectory(home: float, t: float):
+    """(6.82): q = home + c (1 - exp(-t^3)) sin(omega t) and its derivatives."""
+    c = np.array([0.05, 0.08, 0.08, 0.05, 0.08, 0.05])
+    omega = np.array([3.0, 3.0, 1.5, 1.5, 0.75, 0.75])
+    e = math.exp(-(t**3))
+    s, s1, s2 = 1 - e, 3 * t**2 * e, (6 * t - 9 * t**4) * e
+    sin, cos = np.sin(omega * t), np.cos(omega * t)
+    q = home + c * s * sin
+    qd = c * (s1 * sin + s * omega * cos)
+    qdd = c * (s2 * sin + 2 * s1 * omega * cos - s * omega**2 * sin)
+    return q.tolist(), qd.tolist(), qdd.tolist()
+
+
+def measure(function, states) -> tuple[float, float]:
+    """(median, p99) in microseconds of function(*state) over the states, after a warm-up."""
+    for state in states[:WARM_UP_CALLS]:
+        function(*state)
+    samples = []
+    clock = time.perf_counter_ns
+    for state in states:
+        start = clock()
+        function(*state)
+        samples.append(clock() - start)
+    samples.sort()
+    return statistics.median(samples) / 1e3, samples[int(0.99 * (len(samples) - 1))] / 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--parameters", default=None, help="parameters YAML (default: shipped experiments set)")
+    args = parser.parse_args()
+    parameters = load_parameters(args.parameters)
+    model = HexapodModel(parameters)
+    dynamics = ReducedDynamics(model)
+    home = parameters.home_actuator_position
+    # Start 1 s into the trajectory so that every actuator moves.
+    trajectory = [validation_trajectory(home, 1.0 + k * CONTROL_PERIOD) for k in range(args.calls)]
+    phis = []
+    model.reset_warm_start()
+    for q, _, _ in trajectory:
+        phis.append(list(model.solve_passive(q)[0]))
+    tau = [dynamics.inverse_dynamics(q, qd, qdd, phi=phi).tolist() for (q, qd, qdd), phi in zip(trajectory, phis)]
+
+    def states(fields):
+        return [tuple(fields(k)) for k in range(args.calls)]
+
+    def q_(k):
+        return trajectory[k][0]
+
+    def qd_(k):
+        return trajectory[k][1]
+
+    def qdd_(k):
+        return trajectory[k][2]
+
+    def everything(q, qd, qdd, tau_k, phi=None):
+        dynamics.mass_matrix(q, phi=phi)
+        dynamics.velocity_term(q, qd, phi=phi)
+        dynamics.gravity_term(q, phi=phi)
+        dynamics.inverse_dynamics(q, qd, qdd, phi=phi)
+        dynamics.forward_dynamics(q, qd, tau_k, phi=phi)
+        dynamics.energy(q, qd, phi=phi)
+
+    cases = [
+        ("mass_matrix", lambda q, phi=None: dynamics.mass_matrix(q, phi=phi), lambda k: (q_(k),)),
+        ("velocity_term", lambda q, qd, phi=None: dynamics.velocity_term(q, qd, phi=phi), lambda k: (q_(k), qd_(k))),
+        ("gravity_term", lambda q, phi=None: dynamics.gravity_term(q, phi=phi), lambda k: (q_(k),)),
+        (
+            "inverse_dynamics",
+            lambda q, qd, qdd, phi=None: dynamics.inverse_dynamics(q, qd, qdd, phi=phi),
+            lambda k: (q_(k), qd_(k), qdd_(k)),
+        ),
+        (
+            "forward_dynamics",
+            lambda q, qd, t, phi=None: dynamics.forward_dynamics(q, qd, t, phi=phi),
+            lambda k: (q_(k), qd_(k), tau[k]),
+        ),
+        ("energy", lambda q, qd, phi=None: dynamics.energy(q, qd, phi=phi), lambda k: (q_(k), qd_(k))),
+        ("all six at one state", everything, lambda k: (q_(k), qd_(k), qdd_(k), tau[k])),
+    ]
+    print(f"parameters: {parameters.source}; {args.calls} calls per row along (6.82) at 1 kHz")
+    print(f"{'method':<24}{'fk median':>11}{'fk p99':>9}{'phi median':>12}{'phi p99':>9}   [us]")
+    for name, function, fields in cases:
+        model.reset_warm_start()
+        with_fk = measure(function, states(fields))
+        with_phi = measure(
+            lambda *a, f=function: f(*a[:-1], phi=a[-1]),
+            states(lambda k, f=fields: (*f(k), phis[k])),
+        )
+        print(f"{name:<24}{with_fk[0]:>11.1f}{with_fk[1]:>9.1f}{with_phi[0]:>12.1f}{with_phi[1]:>9.1f}")
+
+    # The generated kernels alone (no validation, no forward kinematics).
+    packed = dynamics._packed
+    kernels = [
+        ("kernel reduced_inverse_dynamics", dynamics_terms.reduced_inverse_dynamics, lambda k: (q_(k), phis[k], qd_(k), qdd_(k), packed)),
+        ("kernel reduced_mass_matrix", dynamics_terms.reduced_mass_matrix, lambda k: (q_(k), phis[k], packed)),
+        ("kernel forward terms", dynamics_terms.reduced_mass_matrix_and_bias_forces, lambda k: (q_(k), phis[k], qd_(k), packed)),
+        ("forward kinematics only", lambda q: model.solve_passive(q), lambda k: (q_(k),)),
+    ]
+    for name, function, fields in kernels:
+        model.reset_warm_start()
+        median, p99 = measure(function, states(fields))
+        print(f"{name:<36}{median:>9.1f}{p99:>9.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+"""Rigid-body dynamics of the Hexapod: the non-minimal model in rho and its actuator-space reduction.
+
+Non-minimal model (thesis 6.3, 25 bodies, errata in shared/HEXAPOD_MODEL.md), in
+rho = (q0..q5, phi1, phi2, phi3):
+
+    M(rho) rho_dd + h(rho, rho_d) + g(rho) = tau_rho + D^T lambda,
+
+evaluated by the code generated into :mod:`hexapod_control.generated.dynamics_terms`
+(``python -m hexapod_control.codegen``). Reduction to the actuators (thesis 4.97-4.101) with
+rho_d = A(q) q_d and A(q) = [I; -(dgamma/dphi)^-1 dgamma/dq]:
+
+    M_bar = A^T M A,    C_bar q_d = A^T (M [0; b] + h(rho, A q_d)),    g_bar = A^T g,
+    tau = M_bar q_dd + C_bar q_d + g_bar = A^T Q(rho, A q_d, A q_dd + [0; b]),
+
+where b = A_dot q_d is the passive acceleration when q_dd = 0 and Q = M rho_dd + h + g.
+Forces are in N (actuators are prismatic), energies in J.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hexapod_control.errors import AssemblyError, InvalidInputError, SingularityError
+from hexapod_control.generated import dynamics_terms as terms
+from hexapod_control.parameters import HexapodParameters
+
+N_ACTUATORS = 6
+N_PASSIVE = 3
+N_COORDINATES = N_ACTUATORS + N_PASSIVE
+COORDINATE_NAMES = tuple(f"q{k}" for k in range(N_ACTUATORS)) + ("phi1", "phi2", "phi3")
+JOINT_NAMES = COORDINATE_NAMES[:N_ACTUATORS]
+PASSIVE_NAMES = COORDINATE_NAMES[N_ACTUATORS:]
+
+_GEOMETRY_FIELDS = {
+    "base_side": "base_side",
+    "leg_length": "leg_length",
+    "platform_com_offset": "platform_com_offset",
+    "pu_part1_com_offset": "pu_part1_com_offset",
+    "s_part2_com_offset": "s_part2_com_offset",
+}
+
+
+def pack_parameters(parameters: HexapodParameters) -> tuple[float, ...]:
+    """The flat parameter tuple of the generated functions, in ``terms.PARAMETER_NAMES`` order."""
+    values = {name: float(getattr(parameters.geometry, field)) for name, field in _GEOMETRY_FIELDS.items()}
+    values["gravity"] = float(parameters.gravity)
+    for kind in ("platform", "leg", "pu_part1", "pu_part2", "s_part1", "s_part2"):
+        body = getattr(parameters.bodies, kind)
+        values[f"{kind}_mass"] = float(body.mass)
+        for axis, moment in zip(("ixx", "iyy", "izz"), body.inertia):
+            values[f"{kind}_{axis}"] = float(moment)
+    return tuple(values[name] for name in terms.PARAMETER_NAMES)
+
+
+def _vector(value, size: int, name: str, labels=None) -> list[float]:
+    """A finite real vector of ``size`` entries as a list of floats, or InvalidInputError naming it."""
+    if isinstance(value, np.ndarray):
+        if value.shape != (size,):
+            raise InvalidInputError(f"{name}: expected shape ({size},), got {value.shape}")
+        value = value.tolist()
+    try:
+        vector = [float(v) for v in value]
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"{name}: expected {size} real numbers, got {value!r}") from error
+    if len(vector) != size:
+        raise InvalidInputError(f"{name}: expected {size} values, got {len(vector)}")
+    if all(map(math.isfinite, vector)):
+        return vector
+    for k, v in enumerate(vector):
+        if not math.isfinite(v):
+            label = labels[k] if labels else f"{name}[{k}]"
+            raise InvalidInputError(f"{name}: {label} is {v} (must be finite)")
+    return vector
+
+
+def _finite(values, what: str, where) -> list[float]:
+    """Guard against overflow: the API never returns NaN or inf."""
+    if not all(map(math.isfinite, values)):
+        raise SingularityError(f"{what} is not finite at {where}: the state is singular or out of range")
+    return values
+
+
+class RigidBodyDynamics:
+    """M(rho), h(rho, rho_d), g(rho), energies and Q = M rho_dd + h + g of the non-minimal model.
+
+    ``rho`` must lie on the constraint manifold gamma(q, phi) = 0 for the numbers to be physical
+    (the formulas take y_F, z_F as unit vectors there).
+    """
+
+    def __init__(self, parameters: HexapodParameters):
+        self.parameters = parameters
+        self._packed = pack_parameters(parameters)
+        self._two_leg_length = 2.0 * parameters.geometry.leg_length
+
+    # ------------------------------------------------------------------ validation
+    def _rho(self, rho, name: str = "rho") -> list[float]:
+        rho = _vector(rho, N_COORDINATES, name, COORDINATE_NAMES)
+        self._check_assembly(rho, name)
+        return rho
+
+    def _check_assembly(self, rho, name: str) -> None:
+        """The legs of each side must span its two sliders: |q_bar_i| < 2L (else r_i is imaginary)."""
+        for side in range(N_PASSIVE):
+            qbar = rho[2 * side] + rho[2 * side + 1]
+            if not -self._two_leg_length < qbar < self._two_leg_length:
+                raise AssemblyError(
+                    f"{name}: side {side + 1}: q{2 * side} + q{2 * side + 1} = {qbar:.6g} m; the legs "
+                    f"cannot assemble unless |q_bar| < 2L = {self._two_leg_length:.6g} m"
+                )
+
+    def _call(self, function, *arguments):
+        try:
+            return function(*arguments, self._packed)
+        except (ZeroDivisionError, ValueError, OverflowError) as error:
+            # r_i = 0 (legs stretched) or cos(theta2) = 0 (S-joint gimbal lock).
+            raise SingularityError(f"{function.__name__} is singular at rho = {arguments[0]}: {error}") from error
+
+    # ------------------------------------------------------------------ public API
+    def mass_matrix(self, rho) -> np.ndarray:
+        rho = self._rho(rho)
+        flat = _finite(self._call(terms.mass_matrix, rho), "M(rho)", rho)
+        return np.array(flat).reshape(N_COORDINATES, N_COORDINATES)
+
+    def velocity_term(self, rho, rho_dot) -> np.ndarray:
+        rho = self._rho(rho)
+        rho_dot = _vector(rho_dot, N_COORDINATES, "rho_dot", COORDINATE_NAMES)
+        return np.array(_finite(self._call(terms.velocity_term, rho, rho_dot), "h(rho, rho_dot)", rho))
+
+    def gravity_term(self, rho) -> np.ndarray:
+        rho = self._rho(rho)
+        return np.array(_finite(self._call(terms.gravity_term, rho), "g(rho)", rho))
+
+    def energy(self, rho, rho_dot) -> tuple[float, float]:
+        """(kinetic, potential) [J]; potential is zero with every centre of mass at z = 0."""
+        rho = self._rho(rho)
+        rho_dot = _vector(rho_dot, N_COORDINATES, "rho_dot", COORDINATE_NAMES)
+        kinetic, potential = _finite(self._call(terms.energy, rho, rho_dot), "energy", rho)
+        return float(kinetic), float(potential)
+
+    def generalized_forces(self, rho, rho_dot, rho_ddot) -> np.ndarray:
+        """M rho_ddot + h(rho, rho_dot) + g(rho) (9,)."""
+        rho = self._rho(rho)
+        rho_dot = _vector(rho_dot, N_COORDINATES, "rho_dot", COORDINATE_NAMES)
+        rho_ddot = _vector(rho_ddot, N_COORDINATES, "rho_ddot", COORDINATE_NAMES)
+        values = self._call(terms.generalized_forces, rho, rho_dot, rho_ddot)
+        return np.array(_finite(values, "generalized forces", rho))
+
+
+class ReducedDynamics:
+    """Actuator-space dynamics tau = M_bar(q) q_dd + C_bar(q, q_d) q_d + g_bar(q) [N].
+
+    Holds a :class:`RigidBodyDynamics` and the kinematic model (``HexapodModel``), whose forward
+    kinematics (warm-started) supplies phi. A(q) and b are evaluated inside the generated code,
+    together with the rigid-body terms, so one call shares all the geometry. Every method takes
+    ``phi=`` to skip the forward kinematics when the caller already has the passive angles of
+    the physical assembly mode (they are trusted, not re-solved).
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self.rigid_body = RigidBodyDynamics(model.parameters)
+        self._packed = self.rigid_body._packed
+
+    def _state(self, q, phi) -> tuple[list[float], list[float]]:
+        q = _vector(q, N_ACTUATORS, "q", JOINT_NAMES)
+        self.rigid_body._check_assembly(q, "q")
+        if phi is None:
+            phi = list(self.model.solve_passive(q)[0])
+        else:
+            phi = _vector(phi, N_PASSIVE, "phi", PASSIVE_NAMES)
+        return q, phi
+
+    def _call(self, function, *arguments):
+        values = self.rigid_body._call(function, *arguments)
+        where = arguments[:2]  # (q, phi), formatted only on failure
+        parts = values if isinstance(values, tuple) and isinstance(values[0], list) else (values,)
+        for part in parts:
+            _finite(part, function.__name__, where)
+        return values
+
+    # ------------------------------------------------------------------ public API
+    def passive_state(self, q, phi=None, qd=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(phi, A(q) (9, 6), b = A_dot q_d (3,)); b is zero when ``qd`` is not given."""
+        q, phi = self._state(q, phi)
+        qd = [0.0] * N_ACTUATORS if qd is None else _vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
+        values = self._call(terms.passive_kinematics, q, phi, qd)
+        phi_rows = np.array(values[: N_PASSIVE * N_ACTUATORS]).reshape(N_PASSIVE, N_ACTUATORS)
+        return np.array(phi), np.vstack((np.eye(N_ACTUATORS), phi_rows)), np.array(values[N_PASSIVE * N_ACTUATORS :])
+
+    def mass_matrix(self, q, phi=None) -> np.ndarray:
+        """M_bar = A^T M A (6, 6), symmetric positive definite [kg]."""
+        q, phi = self._state(q, phi)
+        return _symmetric(self._call(terms.reduced_mass_matrix, q, phi))
+
+    def velocity_term(self, q, qd, phi=None) -> np.ndarray:
+        """C_bar q_d = A^T (M [0; b] + h(rho, A q_d)) (6,) [N]."""
+        q, phi = self._state(q, phi)
+        qd = _vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
+        return np.array(self._call(terms.reduced_velocity_term, q, phi, qd))
+
+    def gravity_term(self, q, phi=None) -> np.ndarray:
+        """g_bar = A^T g = dU(q)/dq (6,) [N]."""
+        q, phi = self._state(q, phi)
+        return np.array(self._call(terms.reduced_gravity_term, q, phi))
+
+    def inverse_dynamics(self, q, qd, qdd, phi=None) -> np.ndarray:
+        """Actuator forces tau (6,) [N] for the motion (q, q_d, q_dd)."""
+        q, phi = self._state(q, phi)
+        qd = _vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
+        qdd = _vector(qdd, N_ACTUATORS, "qdd", JOINT_NAMES)
+        return np.array(self._call(terms.reduced_inverse_dynamics, q, phi, qd, qdd))
+
+    def forward_dynamics(self, q, qd, tau, phi=None) -> np.ndarray:
+        """q_dd (6,) [m/s^2] from M_bar q_dd = tau - C_bar q_d - g_bar, solved by Cholesky."""
+        q, phi = self._state(q, phi)
+        qd = _vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
+        tau = _vector(tau, N_ACTUATORS, "tau", JOINT_NAMES)
+        mass, bias = self._call(terms.reduced_mass_matrix_and_bias_forces, q, phi, qd)
+        rhs = [t - b for t, b in zip(tau, bias)]
+        solution = _cholesky_solve(mass, rhs, N_ACTUATORS)
+        if solution is None:
+            raise SingularityError(f"M_bar is not positive definite at q = {q}, phi = {phi}")
+        return np.array(solution)
+
+    def energy(self, q, qd, phi=None) -> tuple[float, float]:
+        """(kinetic, potential) [J] of the whole robot moving with q_d."""
+        q, phi = self._state(q, phi)
+        qd = _vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
+        kinetic, potential = self._call(terms.reduced_energy, q, phi, qd)
+        return float(kinetic), float(potential)
+
+
+def _symmetric(flat: list[float]) -> np.ndarray:
+    n = math.isqrt(len(flat))
+    matrix = np.array(flat).reshape(n, n)
+    return 0.5 * (matrix + matrix.T)  # the generated entries are symmetric up to round-off
+
+
+def _cholesky_solve(flat: list[float], rhs: list[float], n: int):
+    """Solve A x = rhs for symmetric positive definite A (flat row-major); None if not SPD.
+
+    Plain loops: for 6x6, LAPACK's call overhead exceeds the arithmetic.
+    """
+    lower = [[0.0] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i + 1):
+            total = flat[i * n + j] - sum(lower[i][k] * lower[j][k] for k in range(j))
+            if i == j:
+                if not total > 0.0:
+                    return None
+                lower[i][i] = math.sqrt(total)
+            else:
+                lower[i][j] = total / lower[j][j]
+    y = [0.0] * n
+    for i in range(n):
+        y[i] = (rhs[i] - sum(lower[i][k] * y[k] for k in range(i))) / lower[i][i]
+    x = [0.0] * n
+    for i in reversed(range(n)):
+        x[i] = (y[i] - sum(lower[k][i] * x[k] for k in range(i + 1, n))) / lower[i][i]
+    return x

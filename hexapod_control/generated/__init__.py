@@ -1,0 +1,1 @@
+"""Generated code (see hexapod_control.codegen); do not edit by hand."""
