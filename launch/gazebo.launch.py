@@ -1,0 +1,156 @@
+"""Gazebo Sim simulation of the Hexapod under ros2_control, with the project's FK, trajectory and
+controller nodes.
+
+    ros2 launch hexapod_control gazebo.launch.py [controller:=double_loop|computed_torque]
+        [params_file:=/path/hexapod.yaml] [use_sim_time:=true] [gui:=true]
+
+The robot description, the controllers file and the world are generated from ``params_file`` by
+:mod:`hexapod_control.gazebo_description` into a temporary folder, so a different parameter set
+needs no other edit. Order of events, and why:
+
+1. gz sim starts PAUSED with the generated world, robot_state_publisher publishes the URDF.
+2. ros_gz_sim create spawns it. gz_ros2_control resets the sliders to ``home_actuator_position``
+   (``initial_value``), where the passive joints' zero values assemble the loops; the
+   DetachableJoint welds that close the loops are then created from that pose. Nothing steps
+   while paused, so the welds hold the exact home assembly.
+3. joint_state_broadcaster, then effort_controller (/effort_controller/commands) are spawned.
+4. The world is unpaused; the FK, trajectory and controller nodes run on /clock.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+from launch import LaunchDescription
+from launch.actions import (
+    DeclareLaunchArgument,
+    ExecuteProcess,
+    IncludeLaunchDescription,
+    LogInfo,
+    OpaqueFunction,
+    RegisterEventHandler,
+)
+from launch.event_handlers import OnProcessExit
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+
+from hexapod_control import gazebo_description as gd
+from hexapod_control.parameters import default_parameters_path, load_parameters
+from hexapod_control.ros_conventions import TOPICS
+
+PACKAGE = "hexapod_control"
+CONTROLLERS = ("double_loop", "computed_torque")  # the controller node's `controller` choices
+# How long the unpause request waits for gz sim to answer [ms]; the world is local.
+GZ_SERVICE_TIMEOUT_MS = "5000"
+
+
+def _flag(context, name: str) -> bool:
+    value = LaunchConfiguration(name).perform(context).strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"launch argument {name}: expected true or false, got {value!r}")
+    return value == "true"
+
+
+def _setup(context, *args, **kwargs):
+    from ament_index_python.packages import get_package_share_directory
+
+    params_file = LaunchConfiguration("params_file").perform(context)
+    controller = LaunchConfiguration("controller").perform(context)
+    if controller not in CONTROLLERS:
+        raise ValueError(f"launch argument controller: expected one of {CONTROLLERS}, got {controller!r}")
+    use_sim_time = _flag(context, "use_sim_time")
+    gui = _flag(context, "gui")
+
+    parameters = load_parameters(params_file)
+    folder = Path(tempfile.mkdtemp(prefix="hexapod_gazebo_"))
+    controllers_file = folder / "gz_ros2_controllers.yaml"
+    controllers_file.write_text(gd.build_controllers_yaml(parameters))
+    world_file = folder / "world.sdf"
+    world_file.write_text(gd.build_world_sdf(parameters))
+    urdf = gd.build_urdf(parameters, controllers_file)
+    (folder / "hexapod.urdf").write_text(urdf)  # for inspection; Gazebo takes it from the topic
+    sim_time = {"use_sim_time": use_sim_time}
+
+    # Without -r the world starts paused; -s runs the server only (no GUI).
+    gz_args = f"{world_file} -v 3" + ("" if gui else " -s")
+    gazebo = IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(
+            os.path.join(get_package_share_directory("ros_gz_sim"), "launch", "gz_sim.launch.py")
+        ),
+        launch_arguments={"gz_args": gz_args, "on_exit_shutdown": "true"}.items(),
+    )
+    state_publisher = Node(
+        package="robot_state_publisher",
+        executable="robot_state_publisher",
+        output="screen",
+        parameters=[{"robot_description": ParameterValue(urdf, value_type=str)}, sim_time],
+    )
+    spawn = Node(
+        package="ros_gz_sim",
+        executable="create",
+        output="screen",
+        arguments=["-world", gd.WORLD_NAME, "-name", gd.MODEL_NAME, "-topic", "robot_description"],
+    )
+    clock_bridge = Node(
+        package="ros_gz_bridge",
+        executable="parameter_bridge",
+        output="screen",
+        arguments=[f"{TOPICS['clock']}@rosgraph_msgs/msg/Clock[gz.msgs.Clock"],
+    )
+
+    def spawner(name: str) -> Node:
+        return Node(
+            package="controller_manager",
+            executable="spawner",
+            output="screen",
+            arguments=[name, "--controller-manager", "/controller_manager"],
+        )
+
+    broadcaster = spawner(gd.JOINT_STATE_BROADCASTER)
+    effort = spawner(gd.EFFORT_CONTROLLER)
+    unpause = ExecuteProcess(
+        cmd=["gz", "service", "-s", f"/world/{gd.WORLD_NAME}/control", "--reqtype", "gz.msgs.WorldControl",
+             "--reptype", "gz.msgs.Boolean", "--timeout", GZ_SERVICE_TIMEOUT_MS, "--req", "pause: false"],
+        output="screen",
+    )
+    node_parameters = [{"params_file": str(Path(params_file).resolve())}, sim_time]
+    nodes = [
+        Node(package=PACKAGE, executable="hexapod_fk_node", output="screen", parameters=node_parameters),
+        Node(package=PACKAGE, executable="hexapod_trajectory_node", output="screen", parameters=node_parameters),
+        Node(
+            package=PACKAGE,
+            executable="hexapod_controller_node",
+            output="screen",
+            # arm_on_start: a simulation starts at home, so the controller may take over at once.
+            parameters=node_parameters + [{"controller": controller, "arm_on_start": True}],
+        ),
+    ]
+    return [
+        LogInfo(msg=f"hexapod Gazebo description in {folder} (initial joint positions: "
+                    f"{gd.joint_positions(parameters)})"),
+        gazebo,
+        state_publisher,
+        clock_bridge,
+        spawn,
+        RegisterEventHandler(OnProcessExit(target_action=spawn, on_exit=[broadcaster])),
+        RegisterEventHandler(OnProcessExit(target_action=broadcaster, on_exit=[effort])),
+        RegisterEventHandler(OnProcessExit(target_action=effort, on_exit=[unpause])),
+        *nodes,
+    ]
+
+
+def generate_launch_description() -> LaunchDescription:
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument("controller", default_value=CONTROLLERS[0], choices=list(CONTROLLERS),
+                                  description="operational-space controller of hexapod_controller_node"),
+            DeclareLaunchArgument("params_file", default_value=str(default_parameters_path()),
+                                  description="YAML parameters file of the robot"),
+            DeclareLaunchArgument("use_sim_time", default_value="true",
+                                  description="nodes run on the /clock of Gazebo"),
+            DeclareLaunchArgument("gui", default_value="true", description="start the Gazebo GUI"),
+            OpaqueFunction(function=_setup),
+        ]
+    )
