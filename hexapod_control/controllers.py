@@ -1,0 +1,467 @@
+"""Operational-space tracking controllers of the Hexapod (thesis 6.5.1 and 6.5.2, errata 9 and 11).
+
+Both controllers share one interface::
+
+    controller = make_controller("computed_torque", HexapodModel.from_yaml())
+    controller.reset(t, q, qd)
+    output = controller.update(t, q, qd, reference)   # reference: trajectories.Reference
+    output.forces                                       # (6,) actuator forces [N], always finite
+
+and read their gains from the ``controllers:`` section of the parameters file. The pose is
+xi = (x, y, z, lambda, mu, nu) with ZYX Euler angles; xi_dot = J_A q_dot.
+
+* ``double_loop`` - resolved-rate kinematic loop (6.85) with the feed-forward xi_d_dot (erratum 9),
+  nu_d = J_A^-1 (xi_d_dot + K xi_err), and a PI velocity loop per actuator,
+  tau = K_p (nu_d - q_dot) + K_i integral(nu_d - q_dot) dt, with anti-windup.
+* ``computed_torque`` - operational-space inverse dynamics (6.89) with the damping term of
+  erratum 9: tau = M_bar J_A^-1 (xi_d_ddot + K_V (xi_d_dot - J_A q_dot) + K_P xi_err - J_A_dot q_dot)
+  + C_bar q_dot + g_bar, evaluated as one inverse-dynamics call at q_ddot = J_A^-1 (...).
+
+Rules common to both (the ROS node maps ``status`` onto its safety supervisor):
+
+* Pose error: xi_err = xi_d - xi with the Euler-angle part wrapped to (-pi, pi], so that a
+  reference near +-pi does not command a full turn.
+* Saturation: forces are clamped to +-``limits.actuator_force_max`` of the controller's parameters;
+  ``saturated`` flags the clamped actuators and the status is ``saturated``.
+* Anti-windup (double loop): ``conditional_integration`` (default) stops integrating an actuator
+  while its force is clamped and its velocity error would push it further into the limit, so the
+  integrator keeps what it had learnt (the gravity load) instead of winding up; ``none`` is the
+  plain PI, kept for comparison. Back-calculation was tried and dropped: here the clamping is
+  caused by the large proportional term K_p nu_err, so back-calculation drives the integral the
+  opposite way (to make P + I sit on the limit), erasing the gravity compensation and slowing the
+  recovery (see test_controllers.py). The integrator advances by the nominal period 1/rate.
+* Singularity rule, on ``jacobian_conditioning`` = sigma_min/sigma_max of J_A: below
+  ``singularity.damping_threshold`` the controller replaces J_A^-1 by damped least squares
+  (J^T J + lambda^2 I)^-1 J^T, with lambda growing from 0 at the threshold to
+  ``max_damping * sigma_max`` at conditioning 0, and reports ``near_singular``; below
+  ``stop_threshold``, or when the forward-kinematics constraint conditioning is below
+  ``constraint_stop_threshold``, it gives the safe output with status ``singular``.
+* Safe-output rule (one rule for every failure, so that the 1 kHz loop never has to catch an
+  exception): NaN/inf/wrong-shape q, qd, t or reference -> status ``invalid_input``; a forward
+  kinematics failure (ConvergenceError, AssemblyModeJumpError, AssemblyError) or a non-finite
+  intermediate -> ``kinematics_failure``; a singular configuration -> ``singular``. The safe output
+  is zero actuator forces (the drives let go; holding the last force could push a broken state
+  further), ``safe_output`` is True, diagnostics that could not be computed are NaN, and the
+  controller's internal state (integrator) is left untouched: call ``reset`` before resuming.
+  ``update`` raises nothing for bad data; ``reset`` raises InvalidInputError or the kinematics
+  error, because control cannot start from a state it cannot evaluate.
+
+Give each controller its own HexapodModel instance: the forward kinematics is warm-started from
+the previous control step, which is what makes it cheap at 1 kHz.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hexapod_control.errors import (
+    AssemblyError,
+    AssemblyModeJumpError,
+    ConvergenceError,
+    InvalidInputError,
+    ParameterError,
+    SingularityError,
+)
+from hexapod_control.model import JOINT_NAMES, HexapodModel, as_vector
+from hexapod_control.parameters import HexapodParameters
+from hexapod_control.trajectories import Reference
+
+CONTROLLER_NAMES = ("double_loop", "computed_torque")
+ANTI_WINDUP_MODES = ("conditional_integration", "none")
+GAIN_SETS = ("robot", "simulated_plant")
+_KINEMATICS_ERRORS = (ConvergenceError, AssemblyModeJumpError, AssemblyError)
+
+
+class ControlStatus(str, enum.Enum):
+    OK = "ok"
+    SATURATED = "saturated"  # at least one force clamped (see ControlOutput.saturated)
+    NEAR_SINGULAR = "near_singular"  # damped least squares in use; forces still applied
+    SINGULAR = "singular"  # safe output
+    INVALID_INPUT = "invalid_input"  # safe output
+    KINEMATICS_FAILURE = "kinematics_failure"  # safe output
+
+
+SAFE_OUTPUT_STATUSES = frozenset({ControlStatus.SINGULAR, ControlStatus.INVALID_INPUT, ControlStatus.KINEMATICS_FAILURE})
+
+
+@dataclass(frozen=True)
+class ControlOutput:
+    t: float  # [s]
+    forces: np.ndarray  # (6,) [N], finite, within +-actuator_force_max
+    status: ControlStatus
+    message: str  # why, when the status is not "ok"
+    pose: np.ndarray  # measured xi from FK (6,), NaN when unknown
+    pose_error: np.ndarray  # xi_d - xi, angles wrapped (6,), NaN when unknown
+    position_error_norm: float  # |(x, y, z) error| [m]
+    orientation_error_norm: float  # |(lambda, mu, nu) error| [rad]
+    saturated: np.ndarray  # (6,) bool
+    jacobian_conditioning: float  # sigma_min / sigma_max of J_A
+    constraint_conditioning: float  # of dgamma/dphi (FK)
+    fk_iterations: int  # Newton iterations of this step's FK (-1 when not run)
+    fk_residual: float  # [m]
+
+    @property
+    def safe_output(self) -> bool:
+        return self.status in SAFE_OUTPUT_STATUSES
+
+
+# ------------------------------------------------------------------------------------------ settings
+@dataclass(frozen=True)
+class SingularitySettings:
+    damping_threshold: float
+    stop_threshold: float
+    max_damping: float  # fraction of sigma_max
+    constraint_stop_threshold: float
+
+
+@dataclass(frozen=True)
+class DoubleLoopSettings:
+    kinematic_gain: np.ndarray  # K (6,) [1/s]
+    velocity_proportional_gain: np.ndarray  # K_p (6,) [N s/m]
+    velocity_integral_gain: np.ndarray  # K_i (6,) [N/m]
+    anti_windup: str
+
+
+@dataclass(frozen=True)
+class ComputedTorqueSettings:
+    position_gain: np.ndarray  # K_P (6,) [1/s^2]
+    velocity_gain: np.ndarray  # K_V (6,) [1/s]
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    rate: float  # [Hz]
+    singularity: SingularitySettings
+    double_loop: DoubleLoopSettings
+    computed_torque: ComputedTorqueSettings
+
+    @property
+    def period(self) -> float:
+        return 1.0 / self.rate
+
+
+def load_controller_settings(parameters: HexapodParameters, gain_set: str = "robot") -> ControllerSettings:
+    """Read and validate ``hexapod.controllers``; errors name the key and the file.
+
+    ``gain_set`` "robot" gives the gains of the real robot (the thesis); "simulated_plant" replaces
+    the double loop's velocity gains by those of ``double_loop.simulated_plant``: the rigid-body
+    model has no motor rotor inertia, and at 1 kHz its lightest actuator mode (~0.83 kg) makes the
+    thesis K_p = 3000 N*s/m unstable (needs K_p < 2 m / dt), where the real drives' reflected
+    inertia keeps it stable.
+    """
+    if gain_set not in GAIN_SETS:
+        raise InvalidInputError(f"unknown gain set {gain_set!r}; expected one of {list(GAIN_SETS)}")
+    section = parameters.section("controllers")
+    section.reject_unknown({"rate", "singularity", "double_loop", "computed_torque"})
+
+    singular = section.subsection("singularity")
+    singular.reject_unknown({"damping_threshold", "stop_threshold", "max_damping", "constraint_stop_threshold"})
+    damping_threshold = singular.positive("damping_threshold")
+    stop_threshold = singular.non_negative("stop_threshold")
+    if not stop_threshold < damping_threshold < 1.0:
+        raise ParameterError(
+            f"{parameters.source}: {singular.path}: need 0 <= stop_threshold < damping_threshold < 1, got "
+            f"stop_threshold {stop_threshold}, damping_threshold {damping_threshold}"
+        )
+    constraint_stop = singular.non_negative("constraint_stop_threshold")
+    if constraint_stop >= 1.0:
+        raise ParameterError(
+            f"{parameters.source}: {singular.path}.constraint_stop_threshold: must be below 1 (a conditioning), "
+            f"got {constraint_stop}"
+        )
+
+    double = section.subsection("double_loop")
+    double.reject_unknown(
+        {"kinematic_gain", "velocity_proportional_gain", "velocity_integral_gain", "anti_windup", "simulated_plant"}
+    )
+    velocity_gains = double
+    if gain_set == "simulated_plant":
+        velocity_gains = double.subsection("simulated_plant")
+        velocity_gains.reject_unknown({"velocity_proportional_gain", "velocity_integral_gain"})
+    computed = section.subsection("computed_torque")
+    computed.reject_unknown({"position_gain", "velocity_gain"})
+
+    return ControllerSettings(
+        rate=section.positive("rate"),
+        singularity=SingularitySettings(
+            damping_threshold=damping_threshold,
+            stop_threshold=stop_threshold,
+            max_damping=singular.positive("max_damping"),
+            constraint_stop_threshold=constraint_stop,
+        ),
+        double_loop=DoubleLoopSettings(
+            kinematic_gain=np.array(double.vector("kinematic_gain", 6, positive=True)),
+            velocity_proportional_gain=np.array(velocity_gains.vector("velocity_proportional_gain", 6, positive=True)),
+            velocity_integral_gain=np.array(velocity_gains.vector("velocity_integral_gain", 6, positive=True)),
+            anti_windup=double.text("anti_windup", ANTI_WINDUP_MODES),
+        ),
+        computed_torque=ComputedTorqueSettings(
+            position_gain=np.array(computed.vector("position_gain", 6, positive=True)),
+            velocity_gain=np.array(computed.vector("velocity_gain", 6, positive=True)),
+        ),
+    )
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def wrap_to_pi(angles: np.ndarray) -> np.ndarray:
+    """Element-wise wrap to (-pi, pi]."""
+    wrapped = np.remainder(angles + math.pi, 2.0 * math.pi) - math.pi
+    return np.where(wrapped <= -math.pi, math.pi, wrapped)
+
+
+def _finite_array(value, name: str) -> np.ndarray:
+    array = np.asarray(value, dtype=float)
+    if array.shape != (6,):
+        raise InvalidInputError(f"{name}: expected shape (6,), got {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise InvalidInputError(f"{name}: {array.tolist()} holds NaN or inf")
+    return array
+
+
+class _SafeOutput(Exception):
+    """Internal: abandon this step with the safe output."""
+
+    def __init__(self, status: ControlStatus, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+_NAN6 = np.full(6, np.nan)
+
+
+# ------------------------------------------------------------------------------------------ base
+class OperationalSpaceController:
+    """Shared machinery: validation, FK, J_A and its (damped) inverse, pose error, clamping."""
+
+    name = "operational_space"
+
+    def __init__(self, model: HexapodModel, settings: ControllerSettings | None = None):
+        self.model = model
+        self.settings = settings or load_controller_settings(model.parameters)
+        self.force_limit = model.parameters.limits.actuator_force_max
+        self.period = self.settings.period
+
+    # -------------------------------------------------------------- interface
+    def reset(self, t: float, q, qd) -> None:
+        """Start control from the measured state; raises if that state cannot be evaluated."""
+        as_vector([t], 1, "t")
+        q = as_vector(q, 6, "q", JOINT_NAMES)
+        as_vector(qd, 6, "qd", JOINT_NAMES)
+        self.model.reset_warm_start()
+        self.model.forward_kinematics(q)  # raises ConvergenceError / AssemblyModeJumpError
+        self._reset_state()
+
+    def update(self, t: float, q, qd, reference: Reference) -> ControlOutput:
+        """Actuator forces for the measured (q, qd) and the reference; see the module rules."""
+        fk = jac = None
+        try:
+            t, q, qd, ref = self._validated(t, q, qd, reference)
+            try:
+                fk = self.model.forward_kinematics(q)
+                jac = self.model.analytic_jacobian(q, qd, phi=fk.phi)
+            except _KINEMATICS_ERRORS as error:
+                raise _SafeOutput(ControlStatus.KINEMATICS_FAILURE, str(error)) from error
+            except SingularityError as error:
+                raise _SafeOutput(ControlStatus.SINGULAR, str(error)) from error
+            solve, near_singular = self._jacobian_solver(jac)
+            pose_error = ref.pose - fk.pose
+            pose_error[3:] = wrap_to_pi(pose_error[3:])
+            try:
+                unclamped = self._control_law(q, qd, ref, fk, jac, pose_error, solve)
+            except SingularityError as error:
+                raise _SafeOutput(ControlStatus.SINGULAR, str(error)) from error
+            except _KINEMATICS_ERRORS as error:
+                raise _SafeOutput(ControlStatus.KINEMATICS_FAILURE, str(error)) from error
+            if not np.all(np.isfinite(unclamped)):
+                raise _SafeOutput(ControlStatus.KINEMATICS_FAILURE, f"non-finite control law output {unclamped}")
+        except _SafeOutput as failure:
+            return self._safe_output(t, failure.status, str(failure), fk, jac)
+
+        forces = np.clip(unclamped, -self.force_limit, self.force_limit)
+        saturated = np.abs(unclamped) > self.force_limit
+        self._after_output(qd, unclamped, forces, saturated)
+        if near_singular:
+            status, message = ControlStatus.NEAR_SINGULAR, (
+                f"J_A conditioning {jac.jacobian_conditioning:.3g} below "
+                f"{self.settings.singularity.damping_threshold}: damped least squares"
+            )
+        elif saturated.any():
+            status, message = ControlStatus.SATURATED, f"forces clamped at +-{self.force_limit} N"
+        else:
+            status, message = ControlStatus.OK, ""
+        return ControlOutput(
+            t=t,
+            forces=forces,
+            status=status,
+            message=message,
+            pose=fk.pose,
+            pose_error=pose_error,
+            position_error_norm=float(np.linalg.norm(pose_error[:3])),
+            orientation_error_norm=float(np.linalg.norm(pose_error[3:])),
+            saturated=saturated,
+            jacobian_conditioning=jac.jacobian_conditioning,
+            constraint_conditioning=jac.constraint_conditioning,
+            fk_iterations=fk.iterations,
+            fk_residual=fk.residual,
+        )
+
+    # -------------------------------------------------------------- steps
+    @staticmethod
+    def _validated(t, q, qd, reference):
+        try:
+            t = float(t)
+            if not math.isfinite(t):
+                raise InvalidInputError(f"t: must be finite, got {t}")
+            q = _finite_array(q, "q")
+            qd = _finite_array(qd, "qd")
+            ref = Reference(
+                t=float(reference.t),
+                pose=_finite_array(reference.pose, "reference.pose"),
+                velocity=_finite_array(reference.velocity, "reference.velocity"),
+                acceleration=_finite_array(reference.acceleration, "reference.acceleration"),
+            )
+        except (InvalidInputError, TypeError, ValueError, AttributeError) as error:
+            raise _SafeOutput(ControlStatus.INVALID_INPUT, str(error)) from error
+        return t, q, qd, ref
+
+    def _jacobian_solver(self, jac):
+        """A function v -> J_A^-1 v (damped near a singularity) and whether damping is active."""
+        rule = self.settings.singularity
+        conditioning = jac.jacobian_conditioning
+        if jac.constraint_conditioning < rule.constraint_stop_threshold:
+            raise _SafeOutput(
+                ControlStatus.SINGULAR,
+                f"forward-kinematics constraint conditioning {jac.constraint_conditioning:.3g} below "
+                f"{rule.constraint_stop_threshold}",
+            )
+        if not conditioning >= rule.stop_threshold:  # also catches NaN
+            raise _SafeOutput(
+                ControlStatus.SINGULAR, f"J_A conditioning {conditioning:.3g} below {rule.stop_threshold}"
+            )
+        analytic = jac.analytic
+        if conditioning >= rule.damping_threshold:
+            return (lambda v: np.linalg.solve(analytic, v)), False
+        u, sigma, vt = np.linalg.svd(analytic)
+        # lambda^2 rises from 0 at the threshold to (max_damping sigma_max)^2 at conditioning 0, so
+        # the command is continuous across the threshold and bounded at the singularity.
+        damping2 = (rule.max_damping * sigma[0]) ** 2 * (1.0 - (conditioning / rule.damping_threshold) ** 2)
+        gains = sigma / (sigma * sigma + damping2)
+        return (lambda v: vt.T @ (gains * (u.T @ v))), True
+
+    def _safe_output(self, t, status, message, fk, jac) -> ControlOutput:
+        t = t if isinstance(t, float) and math.isfinite(t) else math.nan
+        return ControlOutput(
+            t=t,
+            forces=np.zeros(6),
+            status=status,
+            message=message,
+            pose=fk.pose if fk is not None else _NAN6.copy(),
+            pose_error=_NAN6.copy(),
+            position_error_norm=math.nan,
+            orientation_error_norm=math.nan,
+            saturated=np.zeros(6, dtype=bool),
+            jacobian_conditioning=jac.jacobian_conditioning if jac is not None else math.nan,
+            constraint_conditioning=(
+                jac.constraint_conditioning if jac is not None else fk.constraint_conditioning if fk is not None else math.nan
+            ),
+            fk_iterations=fk.iterations if fk is not None else -1,
+            fk_residual=fk.residual if fk is not None else math.nan,
+        )
+
+    # -------------------------------------------------------------- to override
+    def _reset_state(self) -> None:
+        pass
+
+    def _control_law(self, q, qd, ref, fk, jac, pose_error, solve) -> np.ndarray:
+        raise NotImplementedError
+
+    def _after_output(self, qd, unclamped, forces, saturated) -> None:
+        pass
+
+
+# ------------------------------------------------------------------------------------------ double loop
+class DoubleLoopController(OperationalSpaceController):
+    """RMRC outer loop (6.85) and PI velocity inner loop with anti-windup (thesis 6.5.1)."""
+
+    name = "double_loop"
+
+    def __init__(self, model: HexapodModel, settings: ControllerSettings | None = None):
+        super().__init__(model, settings)
+        gains = self.settings.double_loop
+        self.kinematic_gain = gains.kinematic_gain
+        self.kp = gains.velocity_proportional_gain
+        self.ki = gains.velocity_integral_gain
+        self.anti_windup = gains.anti_windup
+        self._integral = np.zeros(6)  # integral of the velocity error [m]
+        self._velocity_error = np.zeros(6)
+        self.desired_joint_velocity = np.zeros(6)
+
+    @property
+    def integral(self) -> np.ndarray:
+        """integral(nu_d - q_dot) dt [m] (K_i times it is the integral force)."""
+        return self._integral.copy()
+
+    def _reset_state(self) -> None:
+        self._integral = np.zeros(6)
+        self._velocity_error = np.zeros(6)
+        self.desired_joint_velocity = np.zeros(6)
+
+    def _control_law(self, q, qd, ref, fk, jac, pose_error, solve):
+        # (6.85) with erratum 9: the feed-forward is xi_d_dot.
+        self.desired_joint_velocity = solve(ref.velocity + self.kinematic_gain * pose_error)
+        self._velocity_error = self.desired_joint_velocity - qd
+        return self.kp * self._velocity_error + self.ki * self._integral
+
+    def _after_output(self, qd, unclamped, forces, saturated) -> None:
+        error = self._velocity_error
+        if self.anti_windup == "conditional_integration":
+            # K_i > 0, so the error pushes the output further into the limit when signs agree.
+            winding = saturated & (np.sign(error) == np.sign(unclamped))
+            rate = np.where(winding, 0.0, error)
+        else:
+            rate = error
+        self._integral = self._integral + self.period * rate
+
+
+# ------------------------------------------------------------------------------------------ computed torque
+class ComputedTorqueController(OperationalSpaceController):
+    """Operational-space inverse dynamics (6.89), corrected by erratum 9 (thesis 6.5.2)."""
+
+    name = "computed_torque"
+
+    def __init__(self, model: HexapodModel, settings: ControllerSettings | None = None):
+        super().__init__(model, settings)
+        self.position_gain = self.settings.computed_torque.position_gain
+        self.velocity_gain = self.settings.computed_torque.velocity_gain
+
+    def _control_law(self, q, qd, ref, fk, jac, pose_error, solve):
+        pose_rate = jac.analytic @ qd  # xi_dot = J_A q_dot
+        commanded = (
+            ref.acceleration
+            + self.velocity_gain * (ref.velocity - pose_rate)
+            + self.position_gain * pose_error
+            - jac.convective
+        )
+        joint_acceleration = solve(commanded)
+        # M_bar a + C_bar q_dot + g_bar in one call, reusing this step's phi.
+        return self.model.inverse_dynamics(q, qd, joint_acceleration, phi=fk.phi)
+
+
+_CONTROLLERS = {"double_loop": DoubleLoopController, "computed_torque": ComputedTorqueController}
+
+
+def make_controller(
+    name: str, model: HexapodModel, settings: ControllerSettings | None = None, gain_set: str = "robot"
+):
+    """A controller by name ("double_loop" or "computed_torque"), configured from the model's YAML.
+
+    Without ``settings``, they are read from the model's parameters with ``gain_set`` ("robot" for
+    the hardware, "simulated_plant" for the simulators; see load_controller_settings).
+    """
+    if name not in _CONTROLLERS:
+        raise InvalidInputError(f"unknown controller {name!r}; expected one of {list(CONTROLLER_NAMES)}")
+    return _CONTROLLERS[name](model, settings or load_controller_settings(model.parameters, gain_set))

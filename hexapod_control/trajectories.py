@@ -1,0 +1,366 @@
+"""Reference trajectories with analytic first and second derivatives.
+
+Every trajectory answers ``sample(t) -> Reference`` with the desired operational-space pose
+xi_d = (x, y, z, lambda, mu, nu) [m, rad] (ZYX Euler angles, erratum 2 of HEXAPOD_MODEL.md), its
+velocity xi_d_dot and acceleration xi_d_ddot. All constants come from the ``trajectories:`` section
+of the parameters file; nothing numeric about the thesis trajectories lives in this module.
+
+* :class:`OperationalSpaceTrajectory` - the experiments trajectory of thesis section 6.5.
+* :class:`JointSpaceTrajectory` - the validation trajectory (6.82) in actuator space, and
+  :class:`JointTrajectoryImage`, its operational-space image through the model, so that the
+  operational-space controllers can track it.
+* :class:`HoldTrajectory` - stay at one pose.
+* :class:`SmoothMove` - a quintic move to a commanded pose whose duration keeps the peak
+  actuator speed within a configurable fraction of the speed limit.
+
+The thesis trajectories start with the ramp s(t) = 1 - exp(-kappa t^3), so that pose, velocity and
+acceleration start at home, zero and zero. Before t = 0 they hold their t = 0 value (the ramp
+would otherwise grow without bound for negative t).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from hexapod_control.errors import (
+    InvalidInputError,
+    ParameterError,
+    SingularityError,
+    UnreachablePoseError,
+)
+from hexapod_control.model import POSE_NAMES, HexapodModel, as_vector
+from hexapod_control.parameters import HexapodParameters, SectionReader
+
+WAVEFORMS = ("sin", "cos")
+TRAJECTORY_KEYS = {"operational_space", "joint_space", "move"}
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Desired operational-space state at time t: xi_d, xi_d_dot, xi_d_ddot (each (6,))."""
+
+    t: float  # [s]
+    pose: np.ndarray  # (x, y, z, lambda, mu, nu) [m, rad]
+    velocity: np.ndarray  # [m/s, rad/s] (Euler-angle rates, not the angular velocity)
+    acceleration: np.ndarray  # [m/s^2, rad/s^2]
+
+
+@dataclass(frozen=True)
+class JointReference:
+    """Desired actuator state at time t (each (6,))."""
+
+    t: float  # [s]
+    position: np.ndarray  # q_d [m]
+    velocity: np.ndarray  # q_d_dot [m/s]
+    acceleration: np.ndarray  # q_d_ddot [m/s^2]
+
+
+class Trajectory(Protocol):
+    def sample(self, t: float) -> Reference: ...
+
+
+# ---------------------------------------------------------------------------------------- ramp
+def cubic_exponential_ramp(t: float, kappa: float) -> tuple[float, float, float]:
+    """s = 1 - exp(-kappa t^3) and its first two time derivatives (held at 0 for t < 0).
+
+    s starts with s = s' = s'' = 0, which is what makes the thesis trajectories start at rest.
+    """
+    if t <= 0.0:
+        return 0.0, 0.0, 0.0
+    decay = math.exp(-kappa * t**3)
+    return 1.0 - decay, 3.0 * kappa * t**2 * decay, (6.0 * kappa * t - 9.0 * kappa**2 * t**4) * decay
+
+
+def _wave(kind: str, omega: float, t: float) -> tuple[float, float, float]:
+    """w(omega t) for w = sin or cos, and its first two time derivatives."""
+    c, s = math.cos(omega * t), math.sin(omega * t)
+    if kind == "sin":
+        return s, omega * c, -omega * omega * s
+    return c, -omega * s, -omega * omega * c
+
+
+def _fail(reader: SectionReader, source: str, key: str, message: str) -> ParameterError:
+    return ParameterError(f"{source}: {reader.path}.{key}: {message}")
+
+
+# ---------------------------------------------------------------------------------------- settings
+@dataclass(frozen=True)
+class OperationalSpaceSettings:
+    """xi_k = xi_home_k + s(t) (a_k w_k(omega t) - o_k), w_k = sin or cos (thesis 6.5)."""
+
+    ramp_rate: float  # kappa [s^-3]
+    angular_frequency: float  # omega [rad/s]
+    amplitudes: tuple[float, ...]  # c_1..c_6 [m, m, m, rad, rad, rad]
+    waveforms: tuple[str, ...]  # "sin" or "cos" per axis
+    offsets: tuple[float, ...]  # o_k, multiplied by s: z_0 on z [m, rad]
+
+
+@dataclass(frozen=True)
+class JointSpaceSettings:
+    """q_k = q_home + s(t) c_k sin(omega_k t) (thesis 6.82)."""
+
+    ramp_rate: float  # kappa [s^-3]
+    amplitudes: tuple[float, ...]  # c_k [m]
+    angular_frequencies: tuple[float, ...]  # omega_k [rad/s]
+
+
+@dataclass(frozen=True)
+class MoveSettings:
+    speed_fraction: float  # peak actuator speed / actuator_speed_max, in (0, 1]
+    minimum_duration: float  # [s], also the duration of a zero-length move
+    path_samples: int  # poses along the path where IK and J_A bound the actuator speed
+
+
+@dataclass(frozen=True)
+class TrajectorySettings:
+    operational_space: OperationalSpaceSettings
+    joint_space: JointSpaceSettings
+    move: MoveSettings
+
+
+def load_trajectory_settings(parameters: HexapodParameters) -> TrajectorySettings:
+    """Read and validate ``hexapod.trajectories``; errors name the key and the file."""
+    section = parameters.section("trajectories")
+    section.reject_unknown(TRAJECTORY_KEYS)
+    source = parameters.source
+
+    operational = section.subsection("operational_space")
+    operational.reject_unknown({"ramp_rate", "angular_frequency", "amplitudes", "waveforms", "offsets"})
+    waveforms = operational.mapping.get("waveforms")
+    if (
+        not isinstance(waveforms, (list, tuple))
+        or len(waveforms) != 6
+        or any(w not in WAVEFORMS for w in waveforms)
+    ):
+        raise _fail(operational, source, "waveforms", f"expected 6 entries of {list(WAVEFORMS)}, got {waveforms!r}")
+
+    joint = section.subsection("joint_space")
+    joint.reject_unknown({"ramp_rate", "amplitudes", "angular_frequencies"})
+
+    move = section.subsection("move")
+    move.reject_unknown({"speed_fraction", "minimum_duration", "path_samples"})
+    speed_fraction = move.positive("speed_fraction")
+    if speed_fraction > 1.0:
+        raise _fail(move, source, "speed_fraction", f"must be in (0, 1], got {speed_fraction!r}")
+
+    return TrajectorySettings(
+        operational_space=OperationalSpaceSettings(
+            ramp_rate=operational.positive("ramp_rate"),
+            angular_frequency=operational.number("angular_frequency"),
+            amplitudes=operational.vector("amplitudes", 6),
+            waveforms=tuple(waveforms),
+            offsets=operational.vector("offsets", 6),
+        ),
+        joint_space=JointSpaceSettings(
+            ramp_rate=joint.positive("ramp_rate"),
+            amplitudes=joint.vector("amplitudes", 6),
+            angular_frequencies=joint.vector("angular_frequencies", 6),
+        ),
+        move=MoveSettings(
+            speed_fraction=speed_fraction,
+            minimum_duration=move.positive("minimum_duration"),
+            path_samples=move.integer("path_samples", minimum=2),
+        ),
+    )
+
+
+def home_pose(model: HexapodModel) -> np.ndarray:
+    """xi at q = home from the model's own forward kinematics.
+
+    The thesis prints z_home = 0.424 m; the model's FK gives 0.42426 m for L = 0.378. Taking it
+    from FK makes every trajectory start exactly where the robot is, with zero initial error.
+    A separate model instance keeps the caller's FK warm start untouched.
+    """
+    return HexapodModel(model.parameters).forward_kinematics(model.home_q).pose
+
+
+# ---------------------------------------------------------------------------------------- 6.5
+class OperationalSpaceTrajectory:
+    """The experiments trajectory of thesis 6.5 about ``centre`` (default: the FK home pose)."""
+
+    def __init__(self, settings: OperationalSpaceSettings, centre):
+        self.settings = settings
+        self.centre = np.array(as_vector(centre, 6, "centre", POSE_NAMES))
+
+    @classmethod
+    def from_model(cls, model: HexapodModel, settings: TrajectorySettings | None = None):
+        settings = settings or load_trajectory_settings(model.parameters)
+        # z_home is the FK height at home (0.42426 m), not the printed 0.424 m: see home_pose().
+        return cls(settings.operational_space, home_pose(model))
+
+    def sample(self, t: float) -> Reference:
+        t = _finite_time(t)
+        cfg = self.settings
+        s, ds, dds = cubic_exponential_ramp(t, cfg.ramp_rate)
+        pose, velocity, acceleration = self.centre.copy(), np.zeros(6), np.zeros(6)
+        for k in range(6):
+            w, dw, ddw = _wave(cfg.waveforms[k], cfg.angular_frequency, max(t, 0.0))
+            g, dg, ddg = cfg.amplitudes[k] * w - cfg.offsets[k], cfg.amplitudes[k] * dw, cfg.amplitudes[k] * ddw
+            pose[k] += s * g
+            velocity[k] = ds * g + s * dg
+            acceleration[k] = dds * g + 2.0 * ds * dg + s * ddg
+        return Reference(t, pose, velocity, acceleration)
+
+
+# ---------------------------------------------------------------------------------------- 6.82
+class JointSpaceTrajectory:
+    """The validation trajectory (6.82): q_d = q_home + c_k s(t) sin(omega_k t)."""
+
+    def __init__(self, settings: JointSpaceSettings, start_q):
+        self.settings = settings
+        self.start_q = np.array(as_vector(start_q, 6, "start_q"))
+        self._amplitudes = np.array(settings.amplitudes)
+        self._omegas = np.array(settings.angular_frequencies)
+
+    @classmethod
+    def from_model(cls, model: HexapodModel, settings: TrajectorySettings | None = None):
+        settings = settings or load_trajectory_settings(model.parameters)
+        return cls(settings.joint_space, model.home_q)
+
+    def sample_joints(self, t: float) -> JointReference:
+        t = _finite_time(t)
+        s, ds, dds = cubic_exponential_ramp(t, self.settings.ramp_rate)
+        phase = self._omegas * max(t, 0.0)
+        w, dw, ddw = np.sin(phase), self._omegas * np.cos(phase), -self._omegas**2 * np.sin(phase)
+        c = self._amplitudes
+        return JointReference(
+            t,
+            self.start_q + c * s * w,
+            c * (ds * w + s * dw),
+            c * (dds * w + 2.0 * ds * dw + s * ddw),
+        )
+
+
+class JointTrajectoryImage:
+    """Operational-space image of a joint trajectory: xi_d = FK(q_d), xi_d_dot = J_A q_d_dot,
+    xi_d_ddot = J_A q_d_ddot + J_A_dot q_d_dot.
+
+    Owns a private model instance: the FK warm start follows the trajectory, not the robot.
+    Samples should come in time order (any order works, only slower: FK re-tracks from home).
+    """
+
+    def __init__(self, joint_trajectory: JointSpaceTrajectory, model: HexapodModel):
+        self.joint_trajectory = joint_trajectory
+        self._model = HexapodModel(model.parameters)
+
+    @classmethod
+    def from_model(cls, model: HexapodModel, settings: TrajectorySettings | None = None):
+        return cls(JointSpaceTrajectory.from_model(model, settings), model)
+
+    def sample(self, t: float) -> Reference:
+        joints = self.joint_trajectory.sample_joints(t)
+        fk = self._model.forward_kinematics(joints.position)
+        jac = self._model.analytic_jacobian(joints.position, joints.velocity, phi=fk.phi)
+        return Reference(
+            joints.t,
+            fk.pose,
+            jac.analytic @ joints.velocity,
+            jac.analytic @ joints.acceleration + jac.convective,
+        )
+
+
+# ---------------------------------------------------------------------------------------- hold, move
+class HoldTrajectory:
+    """Stay at one pose with zero velocity and acceleration."""
+
+    def __init__(self, pose):
+        self.pose = np.array(as_vector(pose, 6, "pose", POSE_NAMES))
+
+    def sample(self, t: float) -> Reference:
+        return Reference(_finite_time(t), self.pose.copy(), np.zeros(6), np.zeros(6))
+
+
+def wrap_angle(angle):
+    """Wrap to (-pi, pi] (works element-wise on arrays)."""
+    wrapped = np.mod(np.asarray(angle, dtype=float) + math.pi, 2.0 * math.pi) - math.pi
+    return np.where(wrapped == -math.pi, math.pi, wrapped)
+
+
+def _quintic(u: float) -> tuple[float, float, float]:
+    """sigma(u) = 10u^3 - 15u^4 + 6u^5 on [0, 1] and its derivatives: rest at both ends."""
+    if u <= 0.0:
+        return 0.0, 0.0, 0.0
+    if u >= 1.0:
+        return 1.0, 0.0, 0.0
+    return (
+        u**3 * (10.0 - 15.0 * u + 6.0 * u * u),
+        30.0 * u * u * (1.0 - u) ** 2,
+        60.0 * u * (1.0 - u) * (1.0 - 2.0 * u),
+    )
+
+
+class SmoothMove:
+    """Straight line in xi from ``start_pose`` to ``target_pose`` with a quintic time law.
+
+    The Euler-angle change is taken the short way round (wrapped to (-pi, pi]). The duration is the
+    shortest for which the actuator speed q_dot = J_A^-1 (target - start) sigma'(u) / T stays within
+    ``speed_fraction * actuator_speed_max`` at ``path_samples`` instants u = (t - t0)/T evenly
+    spaced over the move, and at least ``minimum_duration``. Every sampled pose must be reachable by inverse kinematics
+    within the actuator travel: otherwise UnreachablePoseError (the package error for poses),
+    before any motion is commanded. After the move the trajectory holds the target.
+    """
+
+    def __init__(self, model: HexapodModel, start_pose, target_pose, start_time: float = 0.0,
+                 settings: MoveSettings | None = None):
+        settings = settings or load_trajectory_settings(model.parameters).move
+        self.settings = settings
+        self.start_time = _finite_time(start_time)
+        self.start_pose = np.array(as_vector(start_pose, 6, "start_pose", POSE_NAMES))
+        target = np.array(as_vector(target_pose, 6, "target_pose", POSE_NAMES))
+        self.displacement = target - self.start_pose
+        self.displacement[3:] = wrap_angle(self.displacement[3:])
+        self.target_pose = self.start_pose + self.displacement
+        # max over the move of |q_dot|_inf * T [m]: the actuator speed is this divided by T.
+        self.peak_joint_travel_rate = self._peak_joint_travel_rate(HexapodModel(model.parameters))
+        speed_limit = settings.speed_fraction * model.parameters.limits.actuator_speed_max
+        self.duration = max(settings.minimum_duration, self.peak_joint_travel_rate / speed_limit)
+
+    def _peak_joint_travel_rate(self, model: HexapodModel) -> float:
+        """max over u of |J_A^-1 (target - start)|_inf sigma'(u), with J_A from IK of each pose."""
+        largest = 0.0
+        for u in np.linspace(0.0, 1.0, self.settings.path_samples):
+            sigma, slope, _ = _quintic(u)
+            pose = self.start_pose + sigma * self.displacement
+            ik = model.inverse_kinematics(pose[:3], pose[3:])  # raises UnreachablePoseError
+            try:
+                jac = model.analytic_jacobian(ik.q, phi=ik.phi)
+                joint_rate = np.linalg.solve(jac.analytic, self.displacement)
+            except (SingularityError, np.linalg.LinAlgError) as error:
+                raise UnreachablePoseError(
+                    f"the move from {self.start_pose.tolist()} to {self.target_pose.tolist()} passes a "
+                    f"singular configuration at {pose.tolist()}: {error}"
+                ) from error
+            largest = max(largest, slope * float(np.max(np.abs(joint_rate))))
+        return largest
+
+    def sample(self, t: float) -> Reference:
+        t = _finite_time(t)
+        sigma, dsigma, ddsigma = _quintic((t - self.start_time) / self.duration)
+        return Reference(
+            t,
+            self.start_pose + sigma * self.displacement,
+            (dsigma / self.duration) * self.displacement,
+            (ddsigma / self.duration**2) * self.displacement,
+        )
+
+
+def _finite_time(t) -> float:
+    try:
+        value = float(t)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"t: expected a real number, got {t!r}") from error
+    if not math.isfinite(value):
+        raise InvalidInputError(f"t: must be finite, got {value}")
+    return value
+
+
+def make_trajectory(name: str, model: HexapodModel, settings: TrajectorySettings | None = None):
+    """The thesis trajectories by name: "operational_space" (6.5) or "joint_space" (6.82 image)."""
+    factories = {"operational_space": OperationalSpaceTrajectory, "joint_space": JointTrajectoryImage}
+    if name not in factories:
+        raise InvalidInputError(f"unknown trajectory {name!r}; expected one of {sorted(factories)}")
+    return factories[name].from_model(model, settings)

@@ -1,0 +1,243 @@
+"""Reference trajectories checked against the thesis formulas, finite differences and IK."""
+
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from hexapod_control import (
+    HexapodModel,
+    InvalidInputError,
+    ParameterError,
+    UnreachablePoseError,
+)
+from hexapod_control.parameters import default_parameters_path, load_parameters
+from hexapod_control.trajectories import (
+    HoldTrajectory,
+    JointSpaceTrajectory,
+    JointTrajectoryImage,
+    SmoothMove,
+    cubic_exponential_ramp,
+    home_pose,
+    load_trajectory_settings,
+    make_trajectory,
+)
+
+# Thesis 6.5 and (6.82), written out independently of the YAML files they are checked against.
+EXPERIMENT_KAPPA, EXPERIMENT_OMEGA = 0.01, 0.2 * math.pi
+EXPERIMENT_C, EXPERIMENT_Z0, EXPERIMENT_ANGLE_C = 0.02, 0.02, math.pi / 60.0
+VALIDATION_C = np.array([0.05, 0.08, 0.08, 0.05, 0.08, 0.05])
+VALIDATION_OMEGA = np.array([3.0, 3.0, 1.5, 1.5, 0.75, 0.75])
+HOME_Q = 0.1765
+FD_STEP = 1e-5  # [s] central differences: truncation ~ h^2 f''' , round-off ~ eps f / h
+SAMPLE_TIMES = (0.3, 1.0, 2.7, 5.0, 9.1, 17.3, 31.4)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return HexapodModel.from_yaml()
+
+
+def thesis_experiment_pose(t, z_home):
+    s = 1.0 - math.exp(-EXPERIMENT_KAPPA * t**3)
+    wt = EXPERIMENT_OMEGA * t
+    return np.array(
+        [
+            EXPERIMENT_C * s * math.cos(wt),
+            EXPERIMENT_C * s * math.sin(wt),
+            EXPERIMENT_C * s * (math.sin(wt) - EXPERIMENT_Z0 / EXPERIMENT_C) + z_home,
+            EXPERIMENT_ANGLE_C * s * math.cos(wt),
+            EXPERIMENT_ANGLE_C * s * math.sin(wt),
+            EXPERIMENT_ANGLE_C * s * math.sin(wt),
+        ]
+    )
+
+
+def central_difference(function, t, h=FD_STEP):
+    return (function(t + h) - function(t - h)) / (2.0 * h)
+
+
+def assert_derivatives_match(trajectory, times, rtol=1e-6, atol=1e-9):
+    for t in times:
+        ref = trajectory.sample(t)
+        velocity = central_difference(lambda s: trajectory.sample(s).pose, t)
+        acceleration = central_difference(lambda s: trajectory.sample(s).velocity, t)
+        np.testing.assert_allclose(ref.velocity, velocity, rtol=rtol, atol=atol, err_msg=f"velocity at t={t}")
+        np.testing.assert_allclose(ref.acceleration, acceleration, rtol=rtol, atol=atol, err_msg=f"acceleration at t={t}")
+
+
+@pytest.mark.parametrize("name", ["hexapod.yaml", "hexapod_validation.yaml"])
+def test_settings_hold_the_thesis_values(name):
+    settings = load_trajectory_settings(load_parameters(default_parameters_path(name)))
+    op = settings.operational_space
+    assert op.ramp_rate == EXPERIMENT_KAPPA and op.angular_frequency == pytest.approx(EXPERIMENT_OMEGA, rel=1e-15)
+    np.testing.assert_allclose(op.amplitudes, [EXPERIMENT_C] * 3 + [EXPERIMENT_ANGLE_C] * 3, rtol=1e-15)
+    assert op.waveforms == ("cos", "sin", "sin", "cos", "sin", "sin")
+    np.testing.assert_allclose(op.offsets, [0, 0, EXPERIMENT_Z0, 0, 0, 0])
+    js = settings.joint_space
+    assert js.ramp_rate == 1.0
+    np.testing.assert_array_equal(js.amplitudes, VALIDATION_C)
+    np.testing.assert_array_equal(js.angular_frequencies, VALIDATION_OMEGA)
+    assert 0.0 < settings.move.speed_fraction <= 1.0
+
+
+def test_ramp_derivatives_and_start():
+    assert cubic_exponential_ramp(0.0, 0.5) == (0.0, 0.0, 0.0)
+    assert cubic_exponential_ramp(-3.0, 0.5) == (0.0, 0.0, 0.0)
+    for t in (0.1, 0.4, 1.3, 4.0):
+        s, ds, dds = cubic_exponential_ramp(t, 0.5)
+        assert s == pytest.approx(1.0 - math.exp(-0.5 * t**3), rel=1e-14)
+        assert ds == pytest.approx(central_difference(lambda x: cubic_exponential_ramp(x, 0.5)[0], t), rel=1e-7)
+        assert dds == pytest.approx(central_difference(lambda x: cubic_exponential_ramp(x, 0.5)[1], t), rel=1e-6, abs=1e-9)
+
+
+def test_operational_trajectory_is_the_thesis_formula_about_the_fk_home(model):
+    trajectory = make_trajectory("operational_space", model)
+    z_home = model.forward_kinematics(model.home_q).position[2]
+    # The model's home height (L = 0.378), not the printed 0.424 m.
+    assert z_home == pytest.approx(0.4243, abs=5e-5)
+    start = trajectory.sample(0.0)
+    np.testing.assert_allclose(start.pose, [0, 0, z_home, 0, 0, 0], atol=1e-15)
+    np.testing.assert_array_equal(start.velocity, np.zeros(6))
+    np.testing.assert_array_equal(start.acceleration, np.zeros(6))
+    for t in SAMPLE_TIMES:
+        np.testing.assert_allclose(trajectory.sample(t).pose, thesis_experiment_pose(t, z_home), atol=1e-15)
+    # Before the start it holds the start.
+    np.testing.assert_allclose(trajectory.sample(-1.0).pose, start.pose, atol=0)
+
+
+def test_operational_trajectory_derivatives(model):
+    trajectory = make_trajectory("operational_space", model)
+    assert_derivatives_match(trajectory, SAMPLE_TIMES + (0.05,))
+
+
+def test_joint_trajectory_formula_derivatives_and_start(model):
+    joints = JointSpaceTrajectory.from_model(model)
+    start = joints.sample_joints(0.0)
+    np.testing.assert_array_equal(start.position, np.full(6, HOME_Q))
+    np.testing.assert_array_equal(start.velocity, np.zeros(6))
+    np.testing.assert_array_equal(start.acceleration, np.zeros(6))
+    for t in SAMPLE_TIMES:
+        expected = HOME_Q + VALIDATION_C * (1.0 - math.exp(-(t**3))) * np.sin(VALIDATION_OMEGA * t)
+        ref = joints.sample_joints(t)
+        np.testing.assert_allclose(ref.position, expected, atol=1e-15)
+        np.testing.assert_allclose(
+            ref.velocity, central_difference(lambda s: joints.sample_joints(s).position, t), rtol=1e-6, atol=1e-9
+        )
+        np.testing.assert_allclose(
+            ref.acceleration, central_difference(lambda s: joints.sample_joints(s).velocity, t), rtol=1e-6, atol=1e-8
+        )
+
+
+def test_joint_trajectory_image_is_fk_and_its_derivatives(model):
+    image = JointTrajectoryImage.from_model(model)
+    joints = JointSpaceTrajectory.from_model(model)
+    independent = HexapodModel(model.parameters)
+    start = image.sample(0.0)
+    np.testing.assert_allclose(start.pose, home_pose(model), atol=1e-15)
+    np.testing.assert_allclose(start.velocity, 0.0, atol=0)
+    np.testing.assert_allclose(start.acceleration, 0.0, atol=0)
+    for t in (0.5, 1.2, 2.0, 3.3, 6.0):
+        ref = image.sample(t)
+        np.testing.assert_allclose(ref.pose, independent.forward_kinematics(joints.sample_joints(t).position).pose, atol=1e-12)
+    # FK at 1e-12 closure tolerance: finite differences of FK poses are good to ~1e-7 relative.
+    assert_derivatives_match(image, (0.5, 1.2, 2.0, 3.3, 6.0), rtol=1e-5, atol=1e-7)
+
+
+def test_hold_is_constant_with_zero_rates():
+    hold = HoldTrajectory([0.01, 0, 0.43, 0.1, 0, 0])
+    for t in (0.0, 1.0, 100.0):
+        ref = hold.sample(t)
+        np.testing.assert_array_equal(ref.pose, [0.01, 0, 0.43, 0.1, 0, 0])
+        assert not ref.velocity.any() and not ref.acceleration.any()
+
+
+def peak_actuator_speed(model, move, samples=801):
+    """Largest |q_dot| along the move, by IK of the sampled poses and finite differences."""
+    times = np.linspace(move.start_time, move.start_time + move.duration, samples)
+    q = np.array([model.inverse_kinematics(ref.pose[:3], ref.pose[3:]).q for ref in map(move.sample, times)])
+    return np.max(np.abs(np.diff(q, axis=0)) / np.diff(times)[:, None])
+
+
+@pytest.mark.parametrize(
+    "displacement",
+    [
+        [0.04, 0.0, 0.0, 0.0, 0.0, 0.0],
+        [0.0, -0.03, -0.02, 0.0, 0.05, 0.0],
+        [0.02, 0.02, -0.03, 0.3, -0.05, 0.08],
+    ],
+)
+def test_smooth_move_respects_the_speed_limit_and_ends_at_rest(model, displacement):
+    start = home_pose(model)
+    target = start + np.array(displacement)
+    move = SmoothMove(model, start, target, start_time=2.0)
+    first, last = move.sample(2.0), move.sample(2.0 + move.duration)
+    np.testing.assert_allclose(first.pose, start, atol=1e-15)
+    np.testing.assert_allclose(last.pose, target, atol=1e-15)
+    for ref in (first, last, move.sample(0.0), move.sample(2.0 + 2 * move.duration)):
+        np.testing.assert_allclose(ref.velocity, 0.0, atol=1e-15)
+        np.testing.assert_allclose(ref.acceleration, 0.0, atol=1e-12)
+    assert_derivatives_match(move, 2.0 + move.duration * np.array([0.1, 0.37, 0.5, 0.81]), rtol=1e-6, atol=1e-9)
+    settings = load_trajectory_settings(model.parameters).move
+    bound = settings.speed_fraction * model.parameters.limits.actuator_speed_max
+    peak = peak_actuator_speed(model, move)
+    assert peak <= bound * 1.01  # the bound is enforced at path samples, the peak is sampled finely
+    if move.duration > settings.minimum_duration:
+        assert peak >= 0.9 * bound  # and not needlessly slow
+
+
+def test_smooth_move_takes_the_short_way_round_in_angle(model):
+    start = home_pose(model)
+    target = start.copy()
+    target[3] = 2.0 * math.pi - 0.1  # the same orientation as lambda = -0.1
+    move = SmoothMove(model, start, target)
+    assert move.displacement[3] == pytest.approx(-0.1, abs=1e-12)
+    assert move.sample(move.duration).pose[3] == pytest.approx(-0.1, abs=1e-12)
+
+
+def test_smooth_move_rejects_unreachable_and_invalid_targets(model):
+    start = home_pose(model)
+    with pytest.raises(UnreachablePoseError):
+        SmoothMove(model, start, start + [0.0, 0.0, 0.2, 0.0, 0.0, 0.0])  # legs cannot reach
+    with pytest.raises(UnreachablePoseError):
+        SmoothMove(model, start, start + [0.3, 0.0, 0.0, 0.0, 0.0, 0.0])  # beyond the actuator travel
+    with pytest.raises(InvalidInputError):
+        SmoothMove(model, start, start + [math.nan, 0, 0, 0, 0, 0])
+    with pytest.raises(InvalidInputError):
+        SmoothMove(model, start, start[:5])
+
+
+def test_invalid_time_is_rejected(model):
+    with pytest.raises(InvalidInputError):
+        make_trajectory("operational_space", model).sample(math.nan)
+    with pytest.raises(InvalidInputError):
+        make_trajectory("circle", model)
+
+
+def _write_modified(tmp_path, edit):
+    document = yaml.safe_load(default_parameters_path("hexapod.yaml").read_text())
+    edit(document["hexapod"]["trajectories"])
+    path = tmp_path / "edited.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+@pytest.mark.parametrize(
+    "edit, key",
+    [
+        (lambda s: s["operational_space"].update(ramp_rate=-0.01), "hexapod.trajectories.operational_space.ramp_rate"),
+        (lambda s: s["operational_space"].update(waveforms=["cos"] * 5), "hexapod.trajectories.operational_space.waveforms"),
+        (lambda s: s["operational_space"].update(waveforms=["tan"] * 6), "hexapod.trajectories.operational_space.waveforms"),
+        (lambda s: s["joint_space"].update(amplitudes=[0.05, 0.08]), "hexapod.trajectories.joint_space.amplitudes"),
+        (lambda s: s["move"].update(speed_fraction=1.5), "hexapod.trajectories.move.speed_fraction"),
+        (lambda s: s["move"].update(path_samples=1), "hexapod.trajectories.move.path_samples"),
+        (lambda s: s["move"].update(typo=1), "hexapod.trajectories.move"),
+        (lambda s: s.pop("joint_space"), "hexapod.trajectories.joint_space"),
+    ],
+)
+def test_bad_trajectory_settings_name_the_key_and_file(tmp_path, edit, key):
+    path = _write_modified(tmp_path, edit)
+    with pytest.raises(ParameterError) as raised:
+        load_trajectory_settings(load_parameters(path))
+    assert key in str(raised.value) and str(path) in str(raised.value)
