@@ -68,6 +68,7 @@ from hexapod_control.errors import (
 )
 from hexapod_control.model import JOINT_NAMES, HexapodModel, as_vector
 from hexapod_control.parameters import HexapodParameters
+from hexapod_control.rotations import wrap_angle
 from hexapod_control.trajectories import Reference
 
 CONTROLLER_NAMES = ("double_loop", "computed_torque")
@@ -207,12 +208,6 @@ def load_controller_settings(parameters: HexapodParameters, gain_set: str = "rob
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def wrap_to_pi(angles: np.ndarray) -> np.ndarray:
-    """Element-wise wrap to (-pi, pi]."""
-    wrapped = np.remainder(angles + math.pi, 2.0 * math.pi) - math.pi
-    return np.where(wrapped <= -math.pi, math.pi, wrapped)
-
-
 def _finite_array(value, name: str) -> np.ndarray:
     array = np.asarray(value, dtype=float)
     if array.shape != (6,):
@@ -269,7 +264,7 @@ class OperationalSpaceController:
                 raise _SafeOutput(ControlStatus.SINGULAR, str(error)) from error
             solve, near_singular = self._jacobian_solver(jac)
             pose_error = ref.pose - fk.pose
-            pose_error[3:] = wrap_to_pi(pose_error[3:])
+            pose_error[3:] = wrap_angle(pose_error[3:])
             try:
                 unclamped = self._control_law(q, qd, ref, fk, jac, pose_error, solve)
             except SingularityError as error:

@@ -72,6 +72,7 @@ from hexapod_control.kinematics import SIDE_ANGLES_DEG, ClosedChainKinematics
 from hexapod_control.model import HexapodModel
 from hexapod_control.parameters import HexapodParameters, RigidBody, load_parameters
 from hexapod_control.ros_conventions import TOPICS, RosNames
+from hexapod_control.rotations import wrap_angle
 
 # sdformat treats a URDF link of this name as the world: joints to it anchor the model. The base
 # has no mass in the parameters, and sdformat drops massless links together with their child
@@ -135,11 +136,6 @@ def euler_xyz(rotation: np.ndarray) -> tuple[float, float, float]:
     r = np.asarray(rotation, dtype=float)
     b = math.atan2(r[0, 2], math.hypot(r[0, 0], r[0, 1]))
     return math.atan2(-r[1, 2], r[2, 2]), b, math.atan2(-r[0, 1], r[0, 0])
-
-
-def wrap(angle: float) -> float:
-    """Angle in (-pi, pi]: joint values are small offsets from the home pose."""
-    return math.atan2(math.sin(angle), math.cos(angle))
 
 
 # ------------------------------------------------------------------------------------ configuration
@@ -318,11 +314,11 @@ def joint_positions(parameters: HexapodParameters, q: Sequence[float] | None = N
         for j in range(2):
             k = 2 * side + j
             values[names.joint_names[k]] = float(now.q[k])
-            values[f"pu_phi_{k}"] = wrap(now.phi[side] - home.phi[side])
-            values[f"pu_psi_{k}"] = wrap(now.psi[k] - home.psi[k])
-            values[f"s_pin_{k}"] = wrap((now.theta[side, 0] - now.psi[k]) - (home.theta[side, 0] - home.psi[k]))
-        values[f"s_theta2_{side}"] = wrap(now.theta[side, 1] - home.theta[side, 1])
-        values[f"s_theta3_{side}"] = wrap(now.theta[side, 2] - home.theta[side, 2])
+            values[f"pu_phi_{k}"] = wrap_angle(now.phi[side] - home.phi[side])
+            values[f"pu_psi_{k}"] = wrap_angle(now.psi[k] - home.psi[k])
+            values[f"s_pin_{k}"] = wrap_angle((now.theta[side, 0] - now.psi[k]) - (home.theta[side, 0] - home.psi[k]))
+        values[f"s_theta2_{side}"] = wrap_angle(now.theta[side, 1] - home.theta[side, 1])
+        values[f"s_theta3_{side}"] = wrap_angle(now.theta[side, 2] - home.theta[side, 2])
     return values
 
 

@@ -105,7 +105,7 @@ def euler_accelerations(euler, rates, angular_acceleration) -> Vec:
     )
 
 
-def wrap_angle(angle: float) -> float:
-    """Angle wrapped to (-pi, pi]."""
-    wrapped = math.remainder(angle, 2.0 * math.pi)
-    return math.pi if wrapped == -math.pi else wrapped
+def wrap_angle(angle):
+    """Angle(s) wrapped to (-pi, pi]; element-wise on arrays, a float for a scalar."""
+    wrapped = math.pi - np.mod(math.pi - np.asarray(angle, dtype=float), 2.0 * math.pi)
+    return float(wrapped) if wrapped.ndim == 0 else wrapped

@@ -34,6 +34,7 @@ from hexapod_control.errors import (
 )
 from hexapod_control.model import POSE_NAMES, HexapodModel, as_vector
 from hexapod_control.parameters import HexapodParameters, SectionReader
+from hexapod_control.rotations import wrap_angle
 
 WAVEFORMS = ("sin", "cos")
 TRAJECTORY_KEYS = {"operational_space", "joint_space", "move"}
@@ -272,12 +273,6 @@ class HoldTrajectory:
 
     def sample(self, t: float) -> Reference:
         return Reference(_finite_time(t), self.pose.copy(), np.zeros(6), np.zeros(6))
-
-
-def wrap_angle(angle):
-    """Wrap to (-pi, pi] (works element-wise on arrays)."""
-    wrapped = np.mod(np.asarray(angle, dtype=float) + math.pi, 2.0 * math.pi) - math.pi
-    return np.where(wrapped == -math.pi, math.pi, wrapped)
 
 
 def _quintic(u: float) -> tuple[float, float, float]:
