@@ -223,7 +223,7 @@ def _polish(chains, q, phi):
     lp = chains.platform_side
     converged = False
     for _ in range(POLISH_ITERATIONS + 1):
-        gamma, rows = chains.closure_residual_and_slopes(q, phi)
+        gamma, rows, _ = chains.closure_residual_and_slopes(q, phi)
         residual = max(abs(gamma[0]), abs(gamma[1]), abs(gamma[2])) / lp
         if residual <= FK_TOLERANCE and (converged or residual <= 1e-15):
             return tuple(_wrap(v) for v in phi), residual, rows
@@ -273,7 +273,7 @@ def _real_solutions(chains, q) -> list[tuple[tuple[float, float, float], float, 
             add(polished)
             # The mirror image -phi closes exactly as well (gamma is even in phi).
             mirror = tuple(_wrap(-v) for v in polished[0])
-            gamma, rows = chains.closure_residual_and_slopes(q, mirror)
+            gamma, rows, _ = chains.closure_residual_and_slopes(q, mirror)
             add((mirror, max(abs(v) for v in gamma) / chains.platform_side, rows))
     return found
 

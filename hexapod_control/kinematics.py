@@ -144,7 +144,7 @@ class ClosedChainKinematics:
         return tuple(gamma), tuple(rows), sides
 
     def closure_residual_and_slopes(self, q, phi):
-        """gamma (3,) and the rows of dgamma/dphi, unrolled: this is the Newton loop's hot path."""
+        """gamma (3,), the rows of dgamma/dphi and the apexes, unrolled: the Newton loop's hot path."""
         sqrt, cos, sin = math.sqrt, math.cos, math.sin
         (c0, c1, c2), (s0, s1, s2), d = self.side_cos, self.side_sin, self.side_offset
         four_l2 = self.four_leg_length_squared
@@ -175,7 +175,7 @@ class ClosedChainKinematics:
         ex, ey, ez = px0 - px2, py0 - py2, z0 - z2
         g2 = 0.5 * (ex * ex + ey * ey + ez * ez) - half_lp2
         row2 = (-(ex * tx2 + ey * ty2 + ez * tz2), ex * tx0 + ey * ty0 + ez * tz0)
-        return (g0, g1, g2), (row0, row1, row2)
+        return (g0, g1, g2), (row0, row1, row2), ((px0, py0, z0), (px1, py1, z1), (px2, py2, z2))
 
     @staticmethod
     def solve_cyclic(rows, rhs) -> tuple[float, float, float] | None:

@@ -176,16 +176,16 @@ class HexapodModel:
 
     # ------------------------------------------------------------------ forward kinematics
     def _newton(self, q, phi, tolerance: float):
-        """Newton on gamma(q, phi) = 0 from phi. Returns (phi, iterations, residual, rows) or None."""
+        """Newton on gamma(q, phi) = 0 from phi: (phi, iterations, residual, rows, apexes) or None."""
         chains = self._chains
         phi = list(phi)
         lp = chains.platform_side
         for iteration in range(MAX_NEWTON_ITERATIONS + 1):
-            gamma, rows = chains.closure_residual_and_slopes(q, phi)
+            gamma, rows, apexes = chains.closure_residual_and_slopes(q, phi)
             # |edge| - L_P = gamma / ((|edge| + L_P) / 2) ~ gamma / L_P near closure.
             residual = max(abs(gamma[0]), abs(gamma[1]), abs(gamma[2])) / lp
             if residual <= tolerance:
-                return tuple(phi), iteration, residual, rows
+                return tuple(phi), iteration, residual, rows, apexes
             if iteration == MAX_NEWTON_ITERATIONS:
                 return None
             step = chains.solve_cyclic(rows, gamma)
@@ -225,10 +225,10 @@ class HexapodModel:
             if solved is None or max(abs(a - b) for a, b in zip(solved[0], phi)) > MAX_BRANCH_JUMP:
                 return None
             phi, total = solved[0], total + solved[1]
-        return solved[0], total, solved[2], solved[3]
+        return solved[0], total, solved[2], solved[3], solved[4]
 
     def solve_passive(self, q, phi_guess=None, tolerance: float = FK_TOLERANCE):
-        """phi of the physical mode and the Newton statistics: (phi, iterations, residual, rows)."""
+        """phi of the physical mode and the Newton statistics: (phi, iterations, residual, rows, apexes)."""
         q = self._joint_vector(q)
         explicit_guess = phi_guess is not None
         guess = self._phi_vector(phi_guess, "phi_guess") if explicit_guess else self._predict_phi(q)
@@ -250,7 +250,7 @@ class HexapodModel:
                 f"forward kinematics did not converge for q = {list(q)}: the closed chains "
                 "cannot assemble there, or the configuration is singular"
             )
-        phi, iterations, residual, rows = solved
+        phi, iterations, residual, rows, apexes = solved
         if not self._is_physical_mode(phi, rows):
             raise AssemblyModeJumpError(
                 f"forward kinematics for q = {list(q)} reached phi = {list(phi)}, which is not the "
@@ -259,7 +259,7 @@ class HexapodModel:
         if q != self._last_q:
             self._previous_q, self._previous_phi = self._last_q, self._last_phi
         self._last_q, self._last_phi = q, phi
-        return phi, iterations, residual, rows
+        return phi, iterations, residual, rows, apexes
 
     def forward_kinematics(self, q, phi_guess=None) -> ForwardKinematicsResult:
         """Platform pose and passive angles from the six actuator positions [m].
@@ -268,9 +268,8 @@ class HexapodModel:
         solution, to a closure residual <= 1e-12 m. Raises ConvergenceError when it cannot
         converge and AssemblyModeJumpError rather than return another assembly mode.
         """
-        phi, iterations, residual, rows = self.solve_passive(q, phi_guess)
-        q = self._last_q
-        x_axis, y_axis, z_axis, position = self._chains.platform_frame(self._chains.apexes(q, phi))
+        phi, iterations, residual, rows, apexes = self.solve_passive(q, phi_guess)
+        x_axis, y_axis, z_axis, position = self._chains.platform_frame(apexes)
         return ForwardKinematicsResult(
             position=np.array(position),
             rotation=np.array((x_axis, y_axis, z_axis)).T,
