@@ -1,25 +1,29 @@
 """Timing of the actuator-space dynamics (ReducedDynamics) per call, in microseconds.
 
     PYTHONPATH=. python benchmarks/bench_dynamics.py [--calls 2000] [--parameters config/hexapod.yaml]
+                                                     [--backend python|c|both]
 
 Two regimes: "fk" follows the validation trajectory (6.82) sampled at 1 kHz, so every call
 solves the forward kinematics from the previous sample (the warm start of a control loop);
 "phi" passes the passive angles, as a caller that already ran the kinematics does.
 Speed is reported, never asserted; the machine's load shows in the p99 column.
+--backend selects the generated terms (hexapod_control.compiled): the Python module, its compiled
+C twin, or both one after the other (default); HEXAPOD_DYNAMICS_BACKEND is ignored here.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import time
 
 import numpy as np
 
-from hexapod_control import HexapodModel, load_parameters
+from hexapod_control import HexapodModel, compiled, load_parameters
+from hexapod_control import dynamics as dynamics_module
 from hexapod_control.dynamics import ReducedDynamics
-from hexapod_control.generated import dynamics_terms
 
 CONTROL_PERIOD = 1e-3  # [s] samples of the trajectory, as in a 1 kHz loop
 WARM_UP_CALLS = 200
@@ -56,8 +60,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--parameters", default=None, help="parameters YAML (default: shipped experiments set)")
+    parser.add_argument("--backend", choices=("python", "c", "both"), default="both", help="generated terms to time")
     args = parser.parse_args()
     parameters = load_parameters(args.parameters)
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    for backend in ("python", "c") if args.backend == "both" else (args.backend,):
+        start = time.perf_counter()
+        terms = compiled.select_backend(backend)
+        how = f", {'compiled' if terms.COMPILED else 'cached'} {terms.LIBRARY_PATH}" if backend == "c" else ""
+        print(f"\n## backend {backend} (ready in {time.perf_counter() - start:.2f} s{how})")
+        dynamics_module.terms = terms  # what ReducedDynamics calls
+        run(args, parameters, terms)
+    print(f"\nload average {os.getloadavg()[0]:.2f}")
+
+
+def run(args, parameters, dynamics_terms) -> None:
     model = HexapodModel(parameters)
     dynamics = ReducedDynamics(model)
     home = parameters.home_actuator_position

@@ -6,8 +6,9 @@ rho = (q0..q5, phi1, phi2, phi3):
     M(rho) rho_dd + h(rho, rho_d) + g(rho) = tau_rho + D^T lambda,
 
 evaluated by the code generated into :mod:`hexapod_control.generated.dynamics_terms`
-(``python -m hexapod_control.codegen``). Reduction to the actuators (thesis 4.97-4.101) with
-rho_d = A(q) q_d and A(q) = [I; -(dgamma/dphi)^-1 dgamma/dq]:
+(``python -m hexapod_control.codegen``) or by its compiled C twin, chosen at first use by
+``HEXAPOD_DYNAMICS_BACKEND=auto|python|c`` (see :mod:`hexapod_control.compiled`). Reduction to
+the actuators (thesis 4.97-4.101) with rho_d = A(q) q_d and A(q) = [I; -(dgamma/dphi)^-1 dgamma/dq]:
 
     M_bar = A^T M A,    C_bar q_d = A^T (M [0; b] + h(rho, A q_d)),    g_bar = A^T g,
     tau = M_bar q_dd + C_bar q_d + g_bar = A^T Q(rho, A q_d, A q_dd + [0; b]),
@@ -22,9 +23,13 @@ import math
 
 import numpy as np
 
+from hexapod_control import compiled
 from hexapod_control.errors import AssemblyError, InvalidInputError, SingularityError
-from hexapod_control.generated import dynamics_terms as terms
 from hexapod_control.parameters import HexapodParameters
+
+# The generated terms in use: hexapod_control.generated.dynamics_terms or its compiled twin (same
+# functions). Chosen on first use (the C backend may have to be compiled), see _terms().
+terms = None
 
 N_ACTUATORS = 6
 N_PASSIVE = 3
@@ -42,6 +47,14 @@ _GEOMETRY_FIELDS = {
 }
 
 
+def _terms():
+    """The selected generated terms, resolving ``HEXAPOD_DYNAMICS_BACKEND`` on the first call."""
+    global terms
+    if terms is None:
+        terms = compiled.select_backend()
+    return terms
+
+
 def pack_parameters(parameters: HexapodParameters) -> tuple[float, ...]:
     """The flat parameter tuple of the generated functions, in ``terms.PARAMETER_NAMES`` order."""
     values = {name: float(getattr(parameters.geometry, field)) for name, field in _GEOMETRY_FIELDS.items()}
@@ -51,7 +64,7 @@ def pack_parameters(parameters: HexapodParameters) -> tuple[float, ...]:
         values[f"{kind}_mass"] = float(body.mass)
         for axis, moment in zip(("ixx", "iyy", "izz"), body.inertia):
             values[f"{kind}_{axis}"] = float(moment)
-    return tuple(values[name] for name in terms.PARAMETER_NAMES)
+    return tuple(values[name] for name in _terms().PARAMETER_NAMES)
 
 
 def _vector(value, size: int, name: str, labels=None) -> list[float]:

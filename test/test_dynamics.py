@@ -494,7 +494,10 @@ def test_parameters_are_runtime_inputs():
 
 
 def test_generated_code_is_up_to_date():
-    """Regenerating the dynamics changes nothing (about 15-40 s: SymPy derivation and CSE)."""
+    """Regenerating the dynamics changes neither dynamics_terms.py nor its C twin dynamics_terms.c.
+
+    About 15-40 s: SymPy derivation and CSE (done once for both files).
+    """
     sympy = pytest.importorskip("sympy")
     from hexapod_control.codegen import derive_dynamics
     from hexapod_control.generated import dynamics_terms
@@ -504,7 +507,7 @@ def test_generated_code_is_up_to_date():
             f"generated with SymPy {dynamics_terms.SYMPY_VERSION}, installed {sympy.__version__}: "
             "the term order differs between versions"
         )
-    assert derive_dynamics.is_up_to_date(), "run `python -m hexapod_control.codegen`"
+    assert derive_dynamics.is_up_to_date(), "run `python -m hexapod_control.codegen` (writes the .py and the .c)"
 
 
 def test_model_delegates_to_the_reduced_dynamics():
