@@ -8,5 +8,6 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=env.sh
 source "$REPO_ROOT/scripts/env.sh"
 cd "$REPO_ROOT"
-echo "run_tests: ROS_DOMAIN_ID=$ROS_DOMAIN_ID, python -m pytest test $*" >&2
-exec python -m pytest test "$@"
+# No path given: pytest collects testpaths (test/, setup.cfg); given paths run alone.
+echo "run_tests: ROS_DOMAIN_ID=$ROS_DOMAIN_ID, python -m pytest $*" >&2
+exec python -m pytest "$@"
