@@ -1,0 +1,209 @@
+"""Plumbing shared by the nodes: the parameters file, ROS parameters, QoS, messages, diagnostics, main.
+
+Everything numeric about the robot comes from the YAML parameters file named by the ``params_file``
+ROS parameter (default: the shipped ``config/hexapod.yaml``). ROS parameters only pick between
+alternatives (controller, backend, trajectory) or switch behaviour (arm_on_start, autostart).
+A bad file or choice raises ParameterError naming the key; ``run_node`` logs it and exits with 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Transform, Twist
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from trajectory_msgs.msg import MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
+
+from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
+from hexapod_control.parameters import (
+    HexapodParameters,
+    default_parameters_path,
+    load_parameters,
+)
+from hexapod_control.ros_conventions import (
+    REFERENCE_JOINT_NAME,
+    ReferencePoint,
+    stamp_fields,
+)
+
+# Reliable, keep-last 10: the rclcpp/rclpy default, which ros2_control's JointGroupEffortController
+# and joint_state_broadcaster use too, so the nodes match a real driver without QoS overrides.
+RELIABLE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+
+LEVEL_OK, LEVEL_WARN, LEVEL_ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
+HARDWARE_ID = "quanser_hexapod"
+
+
+# ------------------------------------------------------------------------------------------ parameters
+def declare_choice(node, name: str, default: str, choices: Sequence[str], description: str) -> str:
+    value = node.declare_parameter(name, default, ParameterDescriptor(description=description, read_only=True)).value
+    if value not in choices:
+        raise ParameterError(f"ROS parameter {name!r} of node {node.get_name()!r}: expected one of {list(choices)}, got {value!r}")
+    return value
+
+
+def declare_flag(node, name: str, default: bool, description: str) -> bool:
+    value = node.declare_parameter(name, default, ParameterDescriptor(description=description, read_only=True)).value
+    if not isinstance(value, bool):
+        raise ParameterError(f"ROS parameter {name!r} of node {node.get_name()!r}: expected true or false, got {value!r}")
+    return value
+
+
+def load_params_file(node) -> HexapodParameters:
+    """The ``params_file`` ROS parameter, loaded and validated (errors name the key and the file)."""
+    path = node.declare_parameter(
+        "params_file",
+        str(default_parameters_path()),
+        ParameterDescriptor(description="YAML parameters file of the robot (config/hexapod.yaml)", read_only=True),
+    ).value
+    return load_parameters(path)
+
+
+def seconds(node) -> float:
+    """The node's clock (ROS time: simulated under use_sim_time) in seconds."""
+    return node.get_clock().now().nanoseconds * 1e-9
+
+
+def set_time(time_message, t: float) -> None:
+    """Fill a builtin_interfaces/Time (a header stamp, a Clock's clock) with t seconds."""
+    time_message.sec, time_message.nanosec = stamp_fields(t)
+
+
+# ------------------------------------------------------------------------------------------ reference
+def reference_message(t: float, frame_id: str, point: ReferencePoint) -> MultiDOFJointTrajectory:
+    """The one-point reference message of ros_conventions (pose, twist and its derivative)."""
+    message = MultiDOFJointTrajectory()
+    set_time(message.header.stamp, t)
+    message.header.frame_id = frame_id
+    message.joint_names = [REFERENCE_JOINT_NAME]
+    sample = MultiDOFJointTrajectoryPoint()
+    pose = Transform()
+    pose.translation.x, pose.translation.y, pose.translation.z = point.translation
+    pose.rotation.x, pose.rotation.y, pose.rotation.z, pose.rotation.w = point.rotation
+    velocity, acceleration = Twist(), Twist()
+    velocity.linear.x, velocity.linear.y, velocity.linear.z = point.linear_velocity
+    velocity.angular.x, velocity.angular.y, velocity.angular.z = point.angular_velocity
+    acceleration.linear.x, acceleration.linear.y, acceleration.linear.z = point.linear_acceleration
+    acceleration.angular.x, acceleration.angular.y, acceleration.angular.z = point.angular_acceleration
+    sample.transforms, sample.velocities, sample.accelerations = [pose], [velocity], [acceleration]
+    message.points = [sample]
+    return message
+
+
+def reference_point(message: MultiDOFJointTrajectory) -> ReferencePoint:
+    """The numbers of a reference message; InvalidInputError when it is not a one-joint reference.
+
+    Empty velocities or accelerations mean zero (as in a pose-only MultiDOF trajectory point).
+    """
+    if list(message.joint_names) != [REFERENCE_JOINT_NAME]:
+        raise InvalidInputError(f"reference joint_names must be [{REFERENCE_JOINT_NAME!r}], got {list(message.joint_names)}")
+    if len(message.points) != 1:
+        raise InvalidInputError(f"reference must hold exactly one point, got {len(message.points)}")
+    sample = message.points[0]
+    if len(sample.transforms) != 1 or len(sample.velocities) > 1 or len(sample.accelerations) > 1:
+        raise InvalidInputError(
+            f"reference point must have one transform and at most one velocity and acceleration, got "
+            f"{len(sample.transforms)}, {len(sample.velocities)}, {len(sample.accelerations)}"
+        )
+    pose = sample.transforms[0]
+
+    def twist(values):
+        if not values:
+            return (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)
+        t = values[0]
+        return (t.linear.x, t.linear.y, t.linear.z), (t.angular.x, t.angular.y, t.angular.z)
+
+    linear_velocity, angular_velocity = twist(sample.velocities)
+    linear_acceleration, angular_acceleration = twist(sample.accelerations)
+    return ReferencePoint(
+        translation=(pose.translation.x, pose.translation.y, pose.translation.z),
+        rotation=(pose.rotation.x, pose.rotation.y, pose.rotation.z, pose.rotation.w),
+        linear_velocity=linear_velocity,
+        angular_velocity=angular_velocity,
+        linear_acceleration=linear_acceleration,
+        angular_acceleration=angular_acceleration,
+    )
+
+
+# ------------------------------------------------------------------------------------------ diagnostics
+def _text(value) -> str:
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "[" + ", ".join(_text(v) for v in value) + "]"
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.6g}"
+    return str(value)
+
+
+class DiagnosticsPublisher:
+    """One DiagnosticStatus on /diagnostics: at once when level or message change, else periodically.
+
+    The period (``safety.diagnostics_period``) keeps a 1 kHz node from flooding /diagnostics; a
+    change (a fault, a recovery) is never delayed.
+    """
+
+    def __init__(self, node, topic: str, status_name: str, period: float):
+        self._node = node
+        self._publisher = node.create_publisher(DiagnosticArray, topic, RELIABLE_QOS)
+        self._name = status_name
+        self._period = period
+        self._last_key = None
+        self._last_time = -float("inf")
+        self.published = 0
+
+    def update(self, now: float, level: bytes, message: str, values: dict) -> None:
+        key = (level, message)
+        if key == self._last_key and now - self._last_time < self._period and now >= self._last_time:
+            return
+        self._last_key, self._last_time = key, now
+        status = DiagnosticStatus(level=level, name=self._name, message=message, hardware_id=HARDWARE_ID)
+        status.values = [KeyValue(key=k, value=_text(v)) for k, v in values.items()]
+        array = DiagnosticArray(status=[status])
+        set_time(array.header.stamp, now)
+        self._publisher.publish(array)
+        self.published += 1
+
+
+# ------------------------------------------------------------------------------------------ main
+def run_node(factory: Callable[[], object], name: str, args: list[str] | None = None) -> int:
+    """rclpy.init, build the node, spin until Ctrl-C; a parameter error is logged and gives exit code 1."""
+    rclpy.init(args=args)
+    try:
+        try:
+            node = factory()
+        except HexapodError as error:
+            # A configuration error is the user's to fix: one clear line, no traceback.
+            rclpy.logging.get_logger(name).fatal(f"cannot start: {error}")
+            print(f"{name}: cannot start: {error}", file=sys.stderr)
+            return 1
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        try:
+            executor.spin()
+        except (KeyboardInterrupt, ExternalShutdownException):
+            pass
+        except Exception:
+            # Ctrl-C: rclpy's signal handler invalidates the context, and a callback publishing at
+            # that moment raises. That is a normal exit; with the context still valid it is a bug.
+            if rclpy.ok():
+                raise
+        finally:
+            executor.shutdown()
+            node.destroy_node()
+        return 0
+    finally:
+        rclpy.try_shutdown()
+
+
+def construct(node, build: Callable[[], None]) -> None:
+    """Run a node's setup; destroy the half-built node before re-raising, so nothing leaks."""
+    try:
+        build()
+    except BaseException:
+        node.destroy_node()
+        raise

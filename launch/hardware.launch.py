@@ -1,0 +1,68 @@
+"""The real Hexapod: forward kinematics + trajectory + controller around the robot's ros2_control driver.
+
+    ros2 launch hexapod_control hardware.launch.py controller:=double_loop
+    ros2 service call /hexapod_controller/arm std_srvs/srv/SetBool "{data: true}"
+    ros2 service call /hexapod_trajectory/start std_srvs/srv/Trigger
+
+The driver (not started here) must provide /joint_states at ``controllers.rate`` with the joint
+names of the parameters file (joint_state_broadcaster) and a JointGroupEffortController listening on
+/effort_controller/commands; the two topic arguments remap them if the driver names them otherwise.
+Nothing moves on its own: the controller starts disarmed (zero forces), and the trajectory node
+holds the measured pose until ~/start or a goal on ~/goal_pose.
+"""
+
+from launch.actions import DeclareLaunchArgument
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
+
+from launch import LaunchDescription
+
+PACKAGE = "hexapod_control"
+
+
+def generate_launch_description():
+    use_sim_time = ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)
+    common = {"params_file": ParameterValue(LaunchConfiguration("params_file"), value_type=str)}
+    joint_states = ("/joint_states", LaunchConfiguration("joint_states_topic"))
+    commands = ("/effort_controller/commands", LaunchConfiguration("effort_commands_topic"))
+
+    arguments = [
+        DeclareLaunchArgument("controller", default_value="double_loop", choices=["double_loop", "computed_torque"],
+                              description="control law of the controller node"),
+        DeclareLaunchArgument("trajectory", default_value="operational_space",
+                              choices=["operational_space", "joint_space", "hold"],
+                              description="trajectory run by ~/start"),
+        DeclareLaunchArgument("use_sim_time", default_value="false", choices=["true", "false"],
+                              description="true only when a simulator (e.g. Gazebo) publishes /clock"),
+        DeclareLaunchArgument("params_file",
+                              default_value=PathJoinSubstitution([FindPackageShare(PACKAGE), "config", "hexapod.yaml"]),
+                              description="YAML parameters of the robot (geometry, gains, limits, safety)"),
+        DeclareLaunchArgument("joint_states_topic", default_value="/joint_states",
+                              description="where the driver publishes the slider states"),
+        DeclareLaunchArgument("effort_commands_topic", default_value="/effort_controller/commands",
+                              description="command topic of the driver's JointGroupEffortController"),
+        DeclareLaunchArgument("with_trajectory", default_value="true", choices=["true", "false"],
+                              description="start the trajectory node (false: publish /hexapod/reference yourself)"),
+    ]
+    nodes = [
+        Node(
+            package=PACKAGE, executable="hexapod_fk_node", name="hexapod_forward_kinematics", output="screen",
+            parameters=[common, {"use_sim_time": use_sim_time}], remappings=[joint_states],
+        ),
+        Node(
+            package=PACKAGE, executable="hexapod_trajectory_node", name="hexapod_trajectory", output="screen",
+            condition=IfCondition(LaunchConfiguration("with_trajectory")),
+            parameters=[common, {"trajectory": LaunchConfiguration("trajectory"), "autostart": False,
+                                 "use_sim_time": use_sim_time}],
+        ),
+        Node(
+            package=PACKAGE, executable="hexapod_controller_node", name="hexapod_controller", output="screen",
+            parameters=[common, {"controller": LaunchConfiguration("controller"), "arm_on_start": False,
+                                 "use_sim_time": use_sim_time}],
+            remappings=[joint_states, commands],
+        ),
+    ]
+    return LaunchDescription(arguments + nodes)

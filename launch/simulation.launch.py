@@ -1,0 +1,73 @@
+"""Simulated Hexapod: simulator + forward kinematics + trajectory + controller, one process each.
+
+    ros2 launch hexapod_control simulation.launch.py backend:=mujoco controller:=double_loop
+
+The simulator publishes /clock and steps in lockstep with the controller (it advances one plant
+step per force command), so the other nodes run on sim time (``use_sim_time:=true``, the default)
+however slow the simulation is. ``use_sim_time:=false`` only makes sense with
+``stepping:=realtime`` on a machine that keeps up with the plant rate: the watchdog would otherwise
+see a slow simulation as stale joint states. The controller arms itself at the first joint state and
+the trajectory starts at once from home, where the plant starts. Across processes the order in which
+the controller receives the reference and the joint state of one instant is up to DDS; for
+bit-for-bit repeatable runs use the one-process stack (``hexapod_sim_stack``).
+"""
+
+from launch.actions import DeclareLaunchArgument
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
+
+from launch import LaunchDescription
+
+PACKAGE = "hexapod_control"
+
+
+def generate_launch_description():
+    params_file = LaunchConfiguration("params_file")
+    use_sim_time = ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)
+    common = {"params_file": ParameterValue(params_file, value_type=str)}
+
+    arguments = [
+        DeclareLaunchArgument("backend", default_value="embedded", choices=["embedded", "mujoco"],
+                              description="simulated plant: the reduced model or the MuJoCo multibody model"),
+        DeclareLaunchArgument("controller", default_value="computed_torque", choices=["double_loop", "computed_torque"],
+                              description="control law of the controller node"),
+        DeclareLaunchArgument("trajectory", default_value="operational_space",
+                              choices=["operational_space", "joint_space", "hold"],
+                              description="reference trajectory (thesis 6.5, thesis 6.82, or hold)"),
+        DeclareLaunchArgument("use_sim_time", default_value="true", choices=["true", "false"],
+                              description="run the nodes on the simulator's /clock"),
+        DeclareLaunchArgument("stepping", default_value="lockstep", choices=["lockstep", "realtime"],
+                              description="simulator: one step per force command, or a wall-clock timer"),
+        DeclareLaunchArgument("params_file",
+                              default_value=PathJoinSubstitution([FindPackageShare(PACKAGE), "config", "hexapod.yaml"]),
+                              description="YAML parameters of the robot (geometry, gains, limits, safety)"),
+        DeclareLaunchArgument("with_trajectory", default_value="true", choices=["true", "false"],
+                              description="start the trajectory node (false: publish /hexapod/reference yourself)"),
+    ]
+    nodes = [
+        Node(
+            package=PACKAGE, executable="hexapod_simulator_node", name="hexapod_simulator", output="screen",
+            # The simulator is the source of /clock: it never runs on sim time itself.
+            parameters=[common, {"backend": LaunchConfiguration("backend"), "stepping": LaunchConfiguration("stepping"),
+                                 "use_sim_time": False}],
+        ),
+        Node(
+            package=PACKAGE, executable="hexapod_fk_node", name="hexapod_forward_kinematics", output="screen",
+            parameters=[common, {"use_sim_time": use_sim_time}],
+        ),
+        Node(
+            package=PACKAGE, executable="hexapod_trajectory_node", name="hexapod_trajectory", output="screen",
+            condition=IfCondition(LaunchConfiguration("with_trajectory")),
+            parameters=[common, {"trajectory": LaunchConfiguration("trajectory"), "autostart": True,
+                                 "use_sim_time": use_sim_time}],
+        ),
+        Node(
+            package=PACKAGE, executable="hexapod_controller_node", name="hexapod_controller", output="screen",
+            parameters=[common, {"controller": LaunchConfiguration("controller"), "arm_on_start": True,
+                                 "use_sim_time": use_sim_time}],
+        ),
+    ]
+    return LaunchDescription(arguments + nodes)

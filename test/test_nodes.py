@@ -1,0 +1,407 @@
+"""Each node with real rclpy: publish its inputs, receive its outputs (no mocks, no sleeps).
+
+A fresh Context per test; waits spin an executor until a condition holds or a generous deadline
+passes (DDS discovery takes ~3 s on a loaded machine).
+"""
+
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+rclpy = pytest.importorskip("rclpy")
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from geometry_msgs.msg import PoseStamped, TwistStamped
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import SetBool, Trigger
+from trajectory_msgs.msg import MultiDOFJointTrajectory
+
+from hexapod_control.errors import ParameterError
+from hexapod_control.model import HexapodModel
+from hexapod_control.nodes.common import (
+    RELIABLE_QOS,
+    reference_message,
+    reference_point,
+)
+from hexapod_control.nodes.controller_node import ControllerNode
+from hexapod_control.nodes.fk_node import ForwardKinematicsNode
+from hexapod_control.nodes.simulator_node import SimulatorNode
+from hexapod_control.nodes.trajectory_node import TrajectoryNode
+from hexapod_control.parameters import default_parameters_path, load_parameters
+from hexapod_control.ros_conventions import (
+    TOPICS,
+    RosNames,
+    euler_from_reference_point,
+    reference_point_from_euler,
+    stamp_fields,
+    time_from_stamp,
+)
+from hexapod_control.rotations import (
+    angular_velocity_from_euler_rates,
+    quaternion_from_euler_zyx,
+)
+from hexapod_control.trajectories import home_pose
+
+DISCOVERY_TIMEOUT_S = 20.0  # DDS discovery is ~3 s; the margin is for a loaded 2-core machine
+DELIVERY_TIMEOUT_S = 10.0
+SPIN_STEP_S = 0.05
+# Wall-clock tests publish joint states by hand, far slower than 1 kHz: the safety timeouts of the
+# shipped file (20 ms) would fire between two of them, so these tests widen them.
+HAND_FED_SAFETY = {"joint_state_timeout": 1.0, "watchdog_period": 0.05, "reference_timeout": 30.0}
+
+PARAMETERS = load_parameters()
+NAMES = RosNames.from_parameters(PARAMETERS)
+HOME_Q = np.full(6, PARAMETERS.home_actuator_position)
+
+
+# ------------------------------------------------------------------------------------------ fixtures
+@pytest.fixture
+def context():
+    ctx = Context()
+    rclpy.init(context=ctx)
+    try:
+        yield ctx
+    finally:
+        rclpy.try_shutdown(context=ctx)
+
+
+@pytest.fixture
+def executor(context):
+    ex = SingleThreadedExecutor(context=context)
+    try:
+        yield ex
+    finally:
+        ex.shutdown()
+
+
+@pytest.fixture
+def make_node(context, executor):
+    """Build nodes in the test's context, add them to the executor, destroy them afterwards."""
+    nodes = []
+
+    def make(factory, **overrides):
+        parameters = [Parameter(name, value=value) for name, value in overrides.items()]
+        node = factory(context=context, parameter_overrides=parameters)
+        nodes.append(node)
+        executor.add_node(node)
+        return node
+
+    def probe():
+        node = rclpy.create_node("test_probe", context=context)
+        nodes.append(node)
+        executor.add_node(node)
+        return node
+
+    make.probe = probe
+    yield make
+    for node in reversed(nodes):
+        node.destroy_node()
+
+
+def spin_until(executor, condition, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+        executor.spin_once(timeout_sec=SPIN_STEP_S)
+
+
+def wait_matched(executor, publishers=(), subscriptions=()):
+    spin_until(
+        executor,
+        lambda: all(p.get_subscription_count() >= 1 for p in publishers)
+        and all(s.get_publisher_count() >= 1 for s in subscriptions),
+        DISCOVERY_TIMEOUT_S,
+        "publisher/subscription matching",
+    )
+
+
+def variant_file(tmp_path, safety=None, edit=None):
+    document = yaml.safe_load(default_parameters_path().read_text())
+    document["hexapod"]["safety"].update(safety or {})
+    if edit:
+        edit(document["hexapod"])
+    path = tmp_path / "variant.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return str(path)
+
+
+def joint_state(t, q, qd=None, names=None):
+    message = JointState()
+    message.header.stamp.sec, message.header.stamp.nanosec = stamp_fields(t)
+    message.name = list(names if names is not None else NAMES.joint_names)
+    message.position = [float(v) for v in q]
+    message.velocity = [float(v) for v in (np.zeros(len(q)) if qd is None else qd)]
+    return message
+
+
+def status_of(array: DiagnosticArray) -> DiagnosticStatus:
+    assert len(array.status) == 1
+    return array.status[0]
+
+
+def values_of(status: DiagnosticStatus) -> dict:
+    return {kv.key: kv.value for kv in status.values}
+
+
+def call(executor, client, request):
+    spin_until(executor, lambda: client.service_is_ready(), DISCOVERY_TIMEOUT_S, f"service {client.srv_name}")
+    future = client.call_async(request)
+    spin_until(executor, future.done, DELIVERY_TIMEOUT_S, f"answer of {client.srv_name}")
+    return future.result()
+
+
+# ------------------------------------------------------------------------------------------ FK node
+def test_fk_node_publishes_pose_twist_passive_angles_and_diagnostics(make_node, executor):
+    make_node(ForwardKinematicsNode)
+    probe = make_node.probe()
+    received = {"pose": [], "twist": [], "passive": [], "diagnostics": []}
+    publisher = probe.create_publisher(JointState, TOPICS["joint_states"], RELIABLE_QOS)
+    subscriptions = [
+        probe.create_subscription(PoseStamped, TOPICS["platform_pose"], received["pose"].append, RELIABLE_QOS),
+        probe.create_subscription(TwistStamped, TOPICS["platform_twist"], received["twist"].append, RELIABLE_QOS),
+        probe.create_subscription(JointState, TOPICS["passive_joint_states"], received["passive"].append, RELIABLE_QOS),
+        probe.create_subscription(DiagnosticArray, TOPICS["diagnostics"], received["diagnostics"].append, RELIABLE_QOS),
+    ]
+    wait_matched(executor, [publisher], subscriptions)
+
+    q = HOME_Q + np.array([0.01, -0.005, 0.02, 0.0, -0.01, 0.015])
+    qd = np.array([0.05, -0.02, 0.03, 0.01, 0.0, -0.04])
+    publisher.publish(joint_state(1.5, q, qd))
+    spin_until(executor, lambda: all(received[k] for k in received), DELIVERY_TIMEOUT_S, "the FK outputs")
+
+    model = HexapodModel(PARAMETERS)
+    fk = model.forward_kinematics(q)
+    rates = model.analytic_jacobian(q, phi=fk.phi).analytic @ qd
+    pose, twist, passive = received["pose"][0], received["twist"][0], received["passive"][0]
+    assert time_from_stamp(pose.header.stamp) == 1.5 and pose.header.frame_id == NAMES.base_frame
+    p, o = pose.pose.position, pose.pose.orientation
+    np.testing.assert_allclose([p.x, p.y, p.z], fk.position, atol=1e-12)
+    np.testing.assert_allclose([o.x, o.y, o.z, o.w], quaternion_from_euler_zyx(fk.euler_zyx), atol=1e-12)
+    linear, angular = twist.twist.linear, twist.twist.angular
+    np.testing.assert_allclose([linear.x, linear.y, linear.z], rates[:3], atol=1e-12)
+    np.testing.assert_allclose([angular.x, angular.y, angular.z], angular_velocity_from_euler_rates(fk.euler_zyx, rates[3:]), atol=1e-12)
+    assert list(passive.name) == list(NAMES.passive_joint_names)
+    np.testing.assert_allclose(passive.position, fk.phi, atol=1e-12)
+    status = status_of(received["diagnostics"][0])
+    assert status.level == DiagnosticStatus.OK
+    assert {"iterations", "residual", "constraint_conditioning", "jacobian_conditioning"} <= set(values_of(status))
+
+    # Sliders spread wider than two legs can span: FK fails -> ERROR diagnostic, no pose.
+    poses_before = len(received["pose"])
+    publisher.publish(joint_state(2.0, np.full(6, PARAMETERS.limits.actuator_position_max - 0.001)))
+    spin_until(
+        executor,
+        lambda: any(status_of(d).level == DiagnosticStatus.ERROR for d in received["diagnostics"]),
+        DELIVERY_TIMEOUT_S,
+        "the ERROR diagnostic",
+    )
+    error = next(status_of(d) for d in received["diagnostics"] if status_of(d).level == DiagnosticStatus.ERROR)
+    assert error.message == "forward kinematics failed" and values_of(error)["error"]
+    assert len(received["pose"]) == poses_before
+
+
+# ------------------------------------------------------------------------------------------ trajectory node
+def test_trajectory_node_reference_start_stop_and_goals(make_node, executor):
+    node = make_node(TrajectoryNode, trajectory="operational_space")
+    probe = make_node.probe()
+    references = []
+    pose_publisher = probe.create_publisher(PoseStamped, TOPICS["platform_pose"], RELIABLE_QOS)
+    goal_publisher = probe.create_publisher(PoseStamped, f"/{node.get_name()}/goal_pose", RELIABLE_QOS)
+    subscription = probe.create_subscription(MultiDOFJointTrajectory, TOPICS["reference"], references.append, RELIABLE_QOS)
+    wait_matched(executor, [pose_publisher, goal_publisher], [subscription])
+
+    home = home_pose(HexapodModel(PARAMETERS))
+    pose_publisher.publish(pose_stamped(home))
+    spin_until(executor, lambda: references, DELIVERY_TIMEOUT_S, "a reference")
+    message = references[-1]
+    assert list(message.joint_names) == ["platform"] and len(message.points) == 1
+    assert message.header.frame_id == NAMES.base_frame
+    now = probe.get_clock().now().nanoseconds * 1e-9
+    assert abs(time_from_stamp(message.header.stamp) - now) < DELIVERY_TIMEOUT_S  # stamped with the node's now
+    pose, velocity, _ = euler_from_reference_point(reference_point(message))
+    np.testing.assert_allclose(pose, home, atol=1e-12)  # holds the measured pose
+    np.testing.assert_allclose(velocity, 0.0, atol=0.0)
+
+    started = call(executor, probe.create_client(Trigger, f"/{node.get_name()}/start"), Trigger.Request())
+    assert started.success, started.message
+    stopped = call(executor, probe.create_client(Trigger, f"/{node.get_name()}/stop"), Trigger.Request())
+    assert stopped.success and "hold" in node.description
+
+    # An unreachable goal is rejected; the reachable one after it is taken (same publisher: in order).
+    unreachable, reachable = home.copy(), home.copy()
+    unreachable[2] = 1.0
+    reachable[2] += 0.01
+    goal_publisher.publish(pose_stamped(unreachable))
+    goal_publisher.publish(pose_stamped(reachable))
+    spin_until(executor, lambda: node.description.startswith("move to"), DELIVERY_TIMEOUT_S, "the move to the goal")
+    assert node.goals_rejected == 1
+    np.testing.assert_allclose(node.active.target_pose, reachable, atol=1e-12)
+
+
+def pose_stamped(pose) -> PoseStamped:
+    message = PoseStamped()
+    message.header.frame_id = NAMES.base_frame
+    p, o = message.pose.position, message.pose.orientation
+    p.x, p.y, p.z = (float(v) for v in pose[:3])
+    o.x, o.y, o.z, o.w = quaternion_from_euler_zyx(pose[3:])
+    return message
+
+
+# ------------------------------------------------------------------------------------------ controller node
+class ControllerProbe:
+    def __init__(self, make_node, executor, node):
+        self.executor, self.node = executor, node
+        probe = make_node.probe()
+        self.commands, self.diagnostics = [], []
+        self.states = probe.create_publisher(JointState, TOPICS["joint_states"], RELIABLE_QOS)
+        self.references = probe.create_publisher(MultiDOFJointTrajectory, TOPICS["reference"], RELIABLE_QOS)
+        subscriptions = [
+            probe.create_subscription(Float64MultiArray, TOPICS["effort_commands"], self.commands.append, RELIABLE_QOS),
+            probe.create_subscription(DiagnosticArray, TOPICS["diagnostics"], self.diagnostics.append, RELIABLE_QOS),
+        ]
+        self.arm_client = probe.create_client(SetBool, f"/{node.get_name()}/arm")
+        wait_matched(executor, [self.states, self.references], subscriptions)
+
+    def command_after(self, publish):
+        """Publish, then the first command the node sends in answer."""
+        count = len(self.commands)
+        publish()
+        spin_until(self.executor, lambda: len(self.commands) > count, DELIVERY_TIMEOUT_S, "an effort command")
+        return np.array(self.commands[count].data)
+
+    def arm(self, value=True):
+        return call(self.executor, self.arm_client, SetBool.Request(data=value))
+
+    def wait_for_status(self, predicate, what):
+        spin_until(self.executor, lambda: any(predicate(status_of(d)) for d in self.diagnostics), DELIVERY_TIMEOUT_S, what)
+        return next(status_of(d) for d in self.diagnostics if predicate(status_of(d)))
+
+
+def test_controller_node_arms_controls_and_stops_on_stale_joint_states(make_node, executor, tmp_path):
+    node = make_node(ControllerNode, controller="computed_torque", params_file=variant_file(tmp_path, HAND_FED_SAFETY))
+    io = ControllerProbe(make_node, executor, node)
+    home = home_pose(HexapodModel(PARAMETERS))
+
+    forces = io.command_after(lambda: io.states.publish(joint_state(0.0, HOME_Q)))
+    assert np.all(forces == 0.0)  # disarmed: zero
+    answer = io.arm()
+    assert answer.success, answer.message
+    io.references.publish(reference_message(0.0, NAMES.base_frame, reference_point_from_euler(home, np.zeros(6), np.zeros(6))))
+    spin_until(executor, lambda: node.last_reference_stamp is not None, DELIVERY_TIMEOUT_S, "the reference at the node")
+    forces = io.command_after(lambda: io.states.publish(joint_state(0.001, HOME_Q)))
+    # At home, at rest, on the reference: computed torque gives the static force g_bar.
+    np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), atol=1e-6)
+    assert len(forces) == 6
+
+    # No more joint states: the watchdog sends zero forces and reports why.
+    spin_until(executor, lambda: io.commands and np.all(np.array(io.commands[-1].data) == 0.0), DELIVERY_TIMEOUT_S + 2 * HAND_FED_SAFETY["joint_state_timeout"], "zero forces from the watchdog")
+    status = io.wait_for_status(lambda s: s.level == DiagnosticStatus.ERROR and "stale" in s.message, "the stale diagnostic")
+    assert values_of(status)["state"] == "fault" and values_of(status)["action"] == "zero"
+    # Latched: fresh joint states alone do not restore control.
+    forces = io.command_after(lambda: io.states.publish(joint_state(0.002, HOME_Q)))
+    assert np.all(forces == 0.0)
+
+
+@pytest.mark.parametrize(
+    "bad_state, words",
+    [
+        (joint_state(0.01, [0.1765] * 5 + [math.nan]), "nan"),
+        (joint_state(0.01, [0.1765] * 5, names=NAMES.joint_names[:5]), "lacks joint"),
+        (joint_state(0.01, [0.1765] * 5, qd=[0.0] * 6), "5 positions"),
+    ],
+    ids=["nan", "missing_joint", "wrong_length"],
+)
+def test_controller_node_answers_bad_joint_states_with_zero_force(make_node, executor, tmp_path, bad_state, words):
+    node = make_node(ControllerNode, controller="double_loop", params_file=variant_file(tmp_path, HAND_FED_SAFETY))
+    io = ControllerProbe(make_node, executor, node)
+    io.command_after(lambda: io.states.publish(joint_state(0.0, HOME_Q)))
+    assert io.arm().success
+    forces = io.command_after(lambda: io.states.publish(bad_state))
+    assert np.all(forces == 0.0)
+    status = io.wait_for_status(lambda s: s.level == DiagnosticStatus.ERROR, "the ERROR diagnostic")
+    assert "invalid joint state" in status.message and words in status.message
+    assert values_of(status)["invalid_joint_states"] == "1"
+    assert all(np.all(np.isfinite(c.data)) for c in io.commands)
+    # Re-arming needs valid feedback first, then restores the hold (no reference yet).
+    assert not io.arm().success
+    io.command_after(lambda: io.states.publish(joint_state(0.02, HOME_Q)))
+    assert io.arm().success
+    forces = io.command_after(lambda: io.states.publish(joint_state(0.03, HOME_Q)))
+    np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), atol=1e-9)
+
+
+# ------------------------------------------------------------------------------------------ simulator node
+def test_simulator_node_steps_in_lockstep_and_ignores_malformed_commands(make_node, executor):
+    node = make_node(SimulatorNode, backend="embedded", stepping="lockstep")
+    probe = make_node.probe()
+    states, clocks = [], []
+    commands = probe.create_publisher(Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS)
+    subscriptions = [
+        probe.create_subscription(JointState, TOPICS["joint_states"], states.append, RELIABLE_QOS),
+        probe.create_subscription(Clock, TOPICS["clock"], clocks.append, RELIABLE_QOS),
+    ]
+    wait_matched(executor, [commands], subscriptions)
+    # The first state went out before anyone listened; lockstep sends it again until answered.
+    spin_until(executor, lambda: states, DELIVERY_TIMEOUT_S, "the initial joint state")
+    assert list(states[0].name) == list(NAMES.joint_names) and time_from_stamp(states[0].header.stamp) == 0.0
+    np.testing.assert_allclose(states[0].position, HOME_Q)
+
+    def answer(data):
+        """Command, then the next state (later than the last one: a resend of the same one does not count)."""
+        last = time_from_stamp(states[-1].header.stamp)
+        commands.publish(Float64MultiArray(data=data))
+        spin_until(executor, lambda: time_from_stamp(states[-1].header.stamp) > last, DELIVERY_TIMEOUT_S, "the next joint state")
+        return states[-1]
+
+    gravity = list(HexapodModel(PARAMETERS).gravity_term(HOME_Q))
+    state = answer(gravity)
+    dt = node.plant.dt
+    assert time_from_stamp(state.header.stamp) == pytest.approx(dt, abs=1e-9)
+    # /clock went out just before that state, on its own topic: it may be taken after it.
+    spin_until(executor, lambda: clocks and time_from_stamp(clocks[-1].clock) >= dt, DELIVERY_TIMEOUT_S, "/clock at dt")
+    assert time_from_stamp(clocks[-1].clock) == pytest.approx(dt, abs=1e-9)
+    np.testing.assert_allclose(state.effort, gravity)
+    for malformed in ([1.0] * 5, gravity[:5] + [math.nan]):
+        state = answer(malformed)  # still answers the state (the plant steps) ...
+        np.testing.assert_allclose(state.effort, gravity)  # ... with the last valid forces
+    assert node.commands_ignored == 2
+    assert time_from_stamp(state.header.stamp) == pytest.approx(3 * dt, abs=1e-9)
+
+
+# ------------------------------------------------------------------------------------------ parameters
+def _negative_gain(hexapod):
+    hexapod["controllers"]["computed_torque"]["position_gain"][2] = -50000.0
+
+
+def test_bad_parameters_stop_a_node_with_the_key_named(context, tmp_path):
+    bad_file = variant_file(tmp_path, edit=_negative_gain)
+    with pytest.raises(ParameterError, match=r"hexapod\.controllers\.computed_torque\.position_gain") as error:
+        ControllerNode(context=context, parameter_overrides=[Parameter("params_file", value=bad_file)])
+    assert bad_file in str(error.value)
+    with pytest.raises(ParameterError, match="'controller'.*'pid'"):
+        ControllerNode(context=context, parameter_overrides=[Parameter("controller", value="pid")])
+    with pytest.raises(ParameterError, match=r"hexapod\.safety\.watchdog_period"):
+        ControllerNode(context=context, parameter_overrides=[
+            Parameter("params_file", value=variant_file(tmp_path, {"watchdog_period": 1.0}))])
+
+
+def test_node_executable_exits_with_the_key_named(tmp_path):
+    bad_file = variant_file(tmp_path, edit=_negative_gain)
+    result = subprocess.run(
+        [sys.executable, "-m", "hexapod_control.nodes.controller_node", "--ros-args", "-p", f"params_file:={bad_file}"],
+        check=False, capture_output=True, text=True, timeout=60, env=os.environ.copy(),
+    )
+    assert result.returncode == 1
+    assert "hexapod.controllers.computed_torque.position_gain" in result.stderr
+    assert "Traceback" not in result.stderr

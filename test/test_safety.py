@@ -1,0 +1,250 @@
+"""The safety supervisor without ROS: every row of the safe-behaviour rule, latching and re-arming."""
+
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from hexapod_control.controllers import make_controller
+from hexapod_control.errors import ParameterError
+from hexapod_control.model import HexapodModel
+from hexapod_control.parameters import default_parameters_path, load_parameters
+from hexapod_control.ros_conventions import reference_point_from_euler
+from hexapod_control.safety import (
+    Action,
+    SafetySupervisor,
+    SupervisorState,
+    load_safety_settings,
+)
+from hexapod_control.trajectories import home_pose
+
+NAMES = [f"slider_{k}" for k in range(6)]
+
+
+@pytest.fixture(scope="module")
+def parameters():
+    return load_parameters()
+
+
+@pytest.fixture(scope="module")
+def home(parameters):
+    return home_pose(HexapodModel(parameters))
+
+
+@pytest.fixture
+def supervisor(parameters):
+    return SafetySupervisor(HexapodModel(parameters), load_safety_settings(parameters), NAMES)
+
+
+@pytest.fixture
+def controller(parameters):
+    return make_controller("computed_torque", HexapodModel(parameters))
+
+
+def feed(supervisor, now, q, qd=None, names=NAMES):
+    qd = np.zeros(6) if qd is None else qd
+    return supervisor.joint_state(now, now, names, list(q), list(qd))
+
+
+def give_reference(supervisor, now, pose):
+    point = reference_point_from_euler(pose, np.zeros(6), np.zeros(6))
+    return supervisor.reference_point(now, now, point)
+
+
+def armed(supervisor, controller, parameters, home, now=0.0):
+    q = np.full(6, parameters.home_actuator_position)
+    feed(supervisor, now, q)
+    assert give_reference(supervisor, now, home)
+    accepted, message = supervisor.arm(now, controller.reset)
+    assert accepted, message
+    return q
+
+
+def hold_forces(parameters, supervisor, q, qd):
+    expected = HexapodModel(parameters).gravity_term(q) - supervisor.settings.hold_damping * qd
+    limit = parameters.limits.actuator_force_max
+    return np.clip(expected, -limit, limit)
+
+
+# ------------------------------------------------------------------------------------------ settings
+def test_both_shipped_files_have_a_safety_section():
+    for name in ("hexapod.yaml", "hexapod_validation.yaml"):
+        settings = load_safety_settings(load_parameters(default_parameters_path(name)))
+        assert settings.watchdog_period < settings.joint_state_timeout
+        assert settings.force_max == 333.0
+
+
+@pytest.mark.parametrize(
+    "edit, key",
+    [
+        ({"joint_state_timeout": -0.1}, "hexapod.safety.joint_state_timeout"),
+        ({"hold_damping": -1.0}, "hexapod.safety.hold_damping"),
+        ({"watchdog_period": 0.5}, "hexapod.safety.watchdog_period"),
+        ({"reference_timout": 0.1}, "hexapod.safety"),
+    ],
+)
+def test_bad_safety_settings_name_the_key(tmp_path, edit, key):
+    document = yaml.safe_load(default_parameters_path().read_text())
+    document["hexapod"]["safety"].update(edit)
+    path = tmp_path / "bad_safety.yaml"
+    path.write_text(yaml.safe_dump(document))
+    with pytest.raises(ParameterError, match=key.replace(".", r"\.")) as error:
+        load_safety_settings(load_parameters(path))
+    assert str(path) in str(error.value)
+
+
+# ------------------------------------------------------------------------------------------ arming
+def test_disarmed_gives_zero_and_never_runs_the_controller(supervisor, parameters):
+    feed(supervisor, 0.0, np.full(6, parameters.home_actuator_position))
+    decision = supervisor.command(0.0, lambda *args: pytest.fail("controller ran while disarmed"))
+    assert decision.action == Action.ZERO and np.all(decision.forces == 0.0)
+    assert supervisor.state == SupervisorState.DISARMED
+
+
+def test_arm_needs_fresh_valid_feedback_inside_the_limits(supervisor, controller, parameters):
+    assert supervisor.arm(0.0, controller.reset) == (False, "cannot arm: no fresh valid joint state")
+    q = np.full(6, parameters.home_actuator_position)
+    feed(supervisor, 0.0, q)
+    late = supervisor.settings.joint_state_timeout * 2
+    assert not supervisor.arm(late, controller.reset)[0]
+    feed(supervisor, late, q, np.full(6, 2 * parameters.limits.actuator_speed_max))
+    accepted, message = supervisor.arm(late, controller.reset)
+    assert not accepted and "speed limit" in message
+    feed(supervisor, late, q)
+    assert supervisor.arm(late, controller.reset) == (True, "armed")
+
+
+def test_armed_without_reference_holds_with_gravity_compensation_unlatched(supervisor, controller, parameters):
+    q, qd = np.full(6, parameters.home_actuator_position), np.full(6, 0.01)
+    feed(supervisor, 0.0, q)
+    assert supervisor.arm(0.0, controller.reset)[0]
+    feed(supervisor, 0.001, q, qd)
+    decision = supervisor.command(0.001, controller.update)
+    assert decision.action == Action.HOLD and decision.reason == "waiting for a reference"
+    np.testing.assert_allclose(decision.forces, hold_forces(parameters, supervisor, q, qd), rtol=1e-12)
+    assert supervisor.state == SupervisorState.ARMED  # not a fault
+
+
+def test_armed_with_a_reference_controls(supervisor, controller, parameters, home):
+    q = armed(supervisor, controller, parameters, home)
+    decision = supervisor.command(0.0, controller.update)
+    assert decision.action == Action.CONTROL and decision.control is not None
+    # At home, at rest, with zero error, computed torque is the static force g_bar.
+    np.testing.assert_allclose(decision.forces, HexapodModel(parameters).gravity_term(q), atol=1e-6)
+
+
+def test_controller_forces_are_clamped_again(supervisor, controller, parameters, home):
+    armed(supervisor, controller, parameters, home)
+    unclamped = controller.update(0.0, np.full(6, parameters.home_actuator_position), np.zeros(6), supervisor.reference.reference)
+    huge = type(unclamped)(**{**unclamped.__dict__, "forces": np.full(6, 1e4)})
+    decision = supervisor.command(0.0, lambda *args: huge)
+    assert np.all(decision.forces == parameters.limits.actuator_force_max) and decision.saturated.all()
+
+
+# ------------------------------------------------------------------------------------------ faults
+def test_stale_feedback_gives_zero_latched_until_rearm(supervisor, controller, parameters, home):
+    q = armed(supervisor, controller, parameters, home)
+    timeout = supervisor.settings.joint_state_timeout
+    assert supervisor.watchdog(timeout / 2) is None
+    decision = supervisor.watchdog(2 * timeout)
+    assert decision.action == Action.ZERO and np.all(decision.forces == 0.0)
+    assert supervisor.state == SupervisorState.FAULT and "stale" in supervisor.reason
+    # Fresh feedback and a fresh reference do not clear the fault ...
+    feed(supervisor, 2 * timeout, q)
+    give_reference(supervisor, 2 * timeout, home)
+    assert supervisor.command(2 * timeout, controller.update).action == Action.ZERO
+    # ... re-arming does.
+    assert supervisor.arm(2 * timeout, controller.reset)[0]
+    assert supervisor.command(2 * timeout, controller.update).action == Action.CONTROL
+
+
+@pytest.mark.parametrize(
+    "names, positions, velocities, what",
+    [
+        (NAMES, [0.1765] * 5, [0.0] * 6, "5 positions"),
+        (NAMES[:5], [0.1765] * 5, [0.0] * 5, "lacks joint"),
+        (NAMES, [0.1765] * 5 + [math.nan], [0.0] * 6, "nan"),
+        (NAMES, [0.1765] * 6, [0.0] * 5 + [math.inf], "inf"),
+    ],
+)
+def test_invalid_feedback_gives_zero_and_a_reason(supervisor, controller, parameters, home, names, positions, velocities, what):
+    armed(supervisor, controller, parameters, home)
+    assert supervisor.joint_state(0.001, 0.001, names, positions, velocities) is None
+    decision = supervisor.command(0.001, controller.update)
+    assert decision.action == Action.ZERO and np.all(decision.forces == 0.0)
+    assert what in supervisor.reason and supervisor.invalid_joint_states == 1
+
+
+@pytest.mark.parametrize(
+    "change, velocity, words",
+    [
+        (lambda q: q.__setitem__(0, 0.41), 0.0, "outside the travel"),
+        (lambda q: q.__setitem__(slice(0, 2), 0.03), 0.0, "minimum slider separation"),
+        (lambda q: None, 0.7, "speed limit"),
+    ],
+)
+def test_limit_violation_holds_latched(supervisor, controller, parameters, home, change, velocity, words):
+    armed(supervisor, controller, parameters, home)
+    q = np.full(6, parameters.home_actuator_position)
+    change(q)
+    qd = np.full(6, velocity)
+    feed(supervisor, 0.001, q, qd)
+    decision = supervisor.command(0.001, lambda *args: pytest.fail("controller ran beyond a limit"))
+    assert decision.action == Action.HOLD and words in decision.reason
+    assert supervisor.state == SupervisorState.FAULT
+    if velocity == 0.0:  # the gravity term exists only where the robot assembles
+        np.testing.assert_allclose(decision.forces, hold_forces(parameters, supervisor, q, qd), rtol=1e-9)
+    # A HOLD fault escalates to ZERO when the feedback goes bad.
+    supervisor.joint_state(0.002, 0.002, NAMES, [math.nan] * 6, [0.0] * 6)
+    assert supervisor.command(0.002, controller.update).action == Action.ZERO
+
+
+@pytest.mark.parametrize(
+    "pose_change, words",
+    [
+        (lambda p: p.__setitem__(2, math.nan), "non-finite"),
+        (lambda p: p.__setitem__(2, 1.0), "invalid reference"),  # beyond the legs' reach
+    ],
+)
+def test_invalid_reference_holds_latched(supervisor, controller, parameters, home, pose_change, words):
+    armed(supervisor, controller, parameters, home)
+    pose = home.copy()
+    pose_change(pose)
+    point = reference_point_from_euler(pose, np.zeros(6), np.zeros(6))
+    assert not supervisor.reference_point(0.001, 0.001, point)
+    feed(supervisor, 0.001, np.full(6, parameters.home_actuator_position))
+    decision = supervisor.command(0.001, controller.update)
+    assert decision.action == Action.HOLD and words in decision.reason
+    assert supervisor.invalid_references == 1
+
+
+def test_stale_reference_holds(supervisor, controller, parameters, home):
+    q = armed(supervisor, controller, parameters, home)
+    late = supervisor.settings.reference_timeout * 2
+    feed(supervisor, late, q)
+    decision = supervisor.command(late, controller.update)
+    assert decision.action == Action.HOLD and "reference stale" in decision.reason
+
+
+def test_controller_safe_output_holds(supervisor, controller, parameters, home):
+    armed(supervisor, controller, parameters, home)
+    bad = controller.update(0.0, np.full(6, math.nan), np.zeros(6), supervisor.reference.reference)
+    assert bad.safe_output
+    decision = supervisor.command(0.0, lambda *args: bad)
+    assert decision.action == Action.HOLD and "invalid_input" in decision.reason
+
+
+def test_disarm_from_a_fault_gives_zero(supervisor, controller, parameters, home):
+    armed(supervisor, controller, parameters, home)
+    supervisor.watchdog(1.0)
+    supervisor.disarm()
+    assert supervisor.state == SupervisorState.DISARMED and supervisor.fault_action is None
+    assert supervisor.command(1.0, controller.update).action == Action.ZERO
+
+
+def test_repeated_or_out_of_order_joint_states_are_not_taken(supervisor):
+    assert supervisor.is_new(0.001) and supervisor.is_new(0.002)
+    assert not supervisor.is_new(0.002)  # a resent copy
+    assert not supervisor.is_new(0.0015)  # out of order
+    assert supervisor.repeated_joint_states == 2
