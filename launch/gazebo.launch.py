@@ -124,7 +124,8 @@ def _setup(context, *args, **kwargs):
             executable="hexapod_controller_node",
             output="screen",
             # arm_on_start: a simulation starts at home, so the controller may take over at once.
-            parameters=node_parameters + [{"controller": controller, "arm_on_start": True}],
+            # Gazebo simulates the rigid-body model (no rotor inertia): the simulated_plant gains.
+            parameters=node_parameters + [{"controller": controller, "gain_set": "simulated_plant", "arm_on_start": True}],
         ),
     ]
     return [

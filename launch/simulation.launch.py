@@ -66,8 +66,10 @@ def generate_launch_description():
         ),
         Node(
             package=PACKAGE, executable="hexapod_controller_node", name="hexapod_controller", output="screen",
-            parameters=[common, {"controller": LaunchConfiguration("controller"), "arm_on_start": True,
-                                 "use_sim_time": use_sim_time}],
+            # The simulated plants are the rigid-body model, without the drives' rotor inertia:
+            # they need the "simulated_plant" gains of the double loop (see controllers.py).
+            parameters=[common, {"controller": LaunchConfiguration("controller"), "gain_set": "simulated_plant",
+                                 "arm_on_start": True, "use_sim_time": use_sim_time}],
         ),
     ]
     return LaunchDescription(arguments + nodes)

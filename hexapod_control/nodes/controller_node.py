@@ -8,8 +8,10 @@ Publishes   ``/effort_controller/commands`` (std_msgs/Float64MultiArray: data = 
             ``/diagnostics``: supervisor state, action and reason, controller status and message,
             saturated joints, tracking errors, conditioning, error counters.
 Services    ``~/arm`` (std_srvs/SetBool): true arms (or re-arms after a fault), false disarms.
-Parameters  ``params_file``; ``controller`` = double_loop | computed_torque; ``arm_on_start``
-            (default false): arm at the first valid joint state (simulation); ``use_sim_time``.
+Parameters  ``params_file``; ``controller`` = double_loop | computed_torque; ``gain_set`` = robot |
+            simulated_plant (the double loop's velocity gains for a simulated rigid-body plant);
+            ``arm_on_start`` (default false): arm at the first valid joint state (simulation);
+            ``use_sim_time``.
 
 Timing: the control law runs once per received joint state (event-driven), not on a timer.
 A joint state not stamped later than the last one taken is ignored (counted in the diagnostics):
@@ -34,7 +36,7 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
-from hexapod_control.controllers import CONTROLLER_NAMES, ControlStatus, make_controller
+from hexapod_control.controllers import CONTROLLER_NAMES, GAIN_SETS, ControlStatus, make_controller
 from hexapod_control.errors import InvalidInputError
 from hexapod_control.model import HexapodModel
 from hexapod_control.nodes.common import (
@@ -73,7 +75,11 @@ class ControllerNode(Node):
         self.names = RosNames.from_parameters(parameters)
         self.controller_name = declare_choice(self, "controller", "double_loop", CONTROLLER_NAMES, "control law")
         self.arm_on_start = declare_flag(self, "arm_on_start", False, "arm at the first valid joint state")
-        self.controller = make_controller(self.controller_name, HexapodModel(parameters))  # validates the gains
+        gain_set = declare_choice(
+            self, "gain_set", "robot", GAIN_SETS,
+            "gains for the real robot, or for a simulated rigid-body plant (see controllers.py)",
+        )
+        self.controller = make_controller(self.controller_name, HexapodModel(parameters), gain_set=gain_set)
         settings = load_safety_settings(parameters)
         self.supervisor = SafetySupervisor(HexapodModel(parameters), settings, self.names.joint_names)
 

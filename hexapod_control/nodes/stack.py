@@ -167,7 +167,8 @@ class SimStack:
             self.trajectory = self._add(TrajectoryNode(context=context, **lean, parameter_overrides=common + sim_time + [
                 Parameter("trajectory", value=trajectory), Parameter("autostart", value=True)]))
             self.controller = self._add(ControllerNode(context=context, **lean, parameter_overrides=common + sim_time + [
-                Parameter("controller", value=controller), Parameter("arm_on_start", value=True)]))
+                Parameter("controller", value=controller), Parameter("gain_set", value="simulated_plant"),
+                Parameter("arm_on_start", value=True)]))
             self.monitor = self._add(TrackingMonitor(context))
         except BaseException:
             self.destroy()
