@@ -108,7 +108,8 @@ class EmbeddedSimulator(Plant):
         return self._forces.copy()
 
     def _acceleration(self, q, qd) -> np.ndarray:
-        self._phi = self.model.forward_kinematics(q, phi_guess=self._phi).phi
+        # phi only (no pose): the model's own secant warm start tracks the motion step by step.
+        self._phi = self.model.solve_passive(q)[0]
         return self.model.forward_dynamics(q, qd, self._forces, phi=self._phi)
 
     def step(self, steps: int = 1) -> None:
@@ -144,7 +145,7 @@ class EmbeddedSimulator(Plant):
         k4q, k4v = qd + h * k3v, self._acceleration(q + h * k3q, qd + h * k3v)
         q_next = q + h / 6.0 * (qd + 2 * k2q + 2 * k3q + k4q)
         qd_next = qd + h / 6.0 * (k1v + 2 * k2v + 2 * k3v + k4v)
-        self._phi = self.model.forward_kinematics(q_next, phi_guess=self._phi).phi  # warm start at the new state
+        self._phi = self.model.solve_passive(q_next)[0]  # warm start at the new state
         return q_next, qd_next
 
     def _measure(self) -> None:
@@ -171,4 +172,4 @@ class EmbeddedSimulator(Plant):
 
     @property
     def passive_angles(self) -> np.ndarray:
-        return self._phi.copy()
+        return np.array(self._phi)
