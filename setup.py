@@ -25,7 +25,7 @@ def share_files(folder):
 
 # One line per executable: `ros2 run hexapod_control <name>`.
 CONSOLE_SCRIPTS = [
-    "hexapod_demo = hexapod_control.demo:main",
+    "hexapod_main_job = hexapod_control.main_job:main",
     "hexapod_fk_node = hexapod_control.nodes.fk_node:main",
     "hexapod_trajectory_node = hexapod_control.nodes.trajectory_node:main",
     "hexapod_controller_node = hexapod_control.nodes.controller_node:main",

@@ -1,0 +1,272 @@
+"""Tracking, force, speed and kinematics metrics of one decoded run.
+
+Definitions (the report repeats them):
+
+* Pose error e = xi_d - xi at every joint-state stamp, xi from the project model's forward
+  kinematics of the recorded q (the platform-pose topic may be absent on a real robot; when it is
+  present it is only compared with the FK), angle part wrapped to (-pi, pi]. The reference at a
+  stamp is matched by ``interpolate`` (linear between the neighbouring references; stamps outside
+  the reference span are not evaluated) or ``latest`` (the latest reference at or before the
+  stamp, what a controller node acts on).
+* Position-error norm |e_xyz| [m], orientation-error norm |e_lambda,mu,nu| [rad] (as the
+  controllers compute them); RMS and max over the samples of the whole run and of the steady-state
+  window t >= ``steady_state_start`` (t = 0 at the first reference); per axis RMS and max |e_k|.
+* Forces per actuator: peak |F|, RMS over the commands, and time in saturation: the commands with
+  |F| >= (1 - tolerance) F_max, each held until the next command (zero-order hold, the last one
+  for the median command period).
+* Actuator speed peaks: max |q_dot| per actuator from the joint states, against the speed limit.
+* FK failures: stamps where the forward kinematics of the recorded q raised (no assembly,
+  no convergence, a jump to another assembly mode); those samples carry no pose error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from hexapod_control.errors import AssemblyError, AssemblyModeJumpError, ConvergenceError, InvalidInputError
+from hexapod_control.evaluation.bag import RunData
+from hexapod_control.model import HexapodModel
+from hexapod_control.parameters import HexapodParameters
+from hexapod_control.recording import EvaluationSettings
+from hexapod_control.rotations import wrap_angle
+
+FK_ERRORS = (ConvergenceError, AssemblyModeJumpError, AssemblyError, InvalidInputError)
+
+
+@dataclass
+class ErrorStats:
+    samples: int
+    rms_norm: float
+    max_norm: float
+    rms_axis: np.ndarray  # (3,)
+    max_axis: np.ndarray  # (3,) max |e_k|
+
+
+@dataclass
+class ForceStats:
+    peak: np.ndarray  # (6,) [N]
+    rms: np.ndarray  # (6,) [N]
+    saturation_time: np.ndarray  # (6,) [s]
+    saturation_time_any: float  # [s] with at least one actuator saturated
+    duration: float  # [s] covered by the commands
+    limit: float  # [N]
+
+
+@dataclass
+class TrackingSeries:
+    t: np.ndarray  # joint-state stamps with a matched reference and a pose [s]
+    pose: np.ndarray  # (N, 6) FK
+    reference: np.ndarray  # (N, 6)
+    error: np.ndarray  # (N, 6) e = xi_d - xi, angles wrapped
+    position_norm: np.ndarray  # [m]
+    orientation_norm: np.ndarray  # [rad]
+
+
+@dataclass
+class FkResult:
+    pose: np.ndarray  # (N, 6), NaN where FK failed
+    phi: np.ndarray  # (N, 3), NaN where FK failed
+    failures: list = field(default_factory=list)  # [(t, message)]
+
+
+@dataclass
+class RunMetrics:
+    label: str
+    duration: float  # [s] span of the joint states
+    joint_samples: int
+    reference_samples: int
+    force_samples: int
+    matching: str
+    steady_state_start: float
+    tracking: Optional[TrackingSeries] = None
+    position_whole: Optional[ErrorStats] = None
+    position_steady: Optional[ErrorStats] = None
+    orientation_whole: Optional[ErrorStats] = None
+    orientation_steady: Optional[ErrorStats] = None
+    forces: Optional[ForceStats] = None
+    speed_peak: Optional[np.ndarray] = None  # (6,) [m/s]
+    speed_limit: float = math.nan
+    fk_failures: list = field(default_factory=list)  # [(t, message)]
+    pose_topic_difference: Optional[tuple[float, float, int]] = None  # (max position [m], max angle [rad], samples)
+    model_check: Optional[object] = None  # model_check.ModelCheck
+    notes: list[str] = field(default_factory=list)  # what could not be evaluated, and why
+
+    @property
+    def evaluated(self) -> bool:
+        return self.tracking is not None or self.forces is not None or self.speed_peak is not None
+
+
+# ------------------------------------------------------------------------------------------ pieces
+def forward_kinematics_series(model: HexapodModel, t: np.ndarray, q: np.ndarray) -> FkResult:
+    """FK of every row of q in order (warm-started along the motion); failures recorded, not raised."""
+    pose = np.full((len(q), 6), np.nan)
+    phi = np.full((len(q), 3), np.nan)
+    failures = []
+    model.reset_warm_start()
+    for k, row in enumerate(q):
+        try:
+            fk = model.forward_kinematics(row)
+        except FK_ERRORS as error:
+            failures.append((float(t[k]), f"{type(error).__name__}: {' '.join(str(error).split())}"))
+            continue
+        pose[k], phi[k] = fk.pose, fk.phi
+    return FkResult(pose, phi, failures)
+
+
+def match_reference(method: str, ref_t: np.ndarray, ref_values: list[np.ndarray], t: np.ndarray):
+    """(matched arrays, valid mask): each of ``ref_values`` (M, 6) at the stamps ``t``.
+
+    ``interpolate``: linear in time between neighbouring references, the Euler angles unwrapped
+    first so a +-pi crossing does not interpolate through 0; valid inside [ref_t[0], ref_t[-1]].
+    ``latest``: the latest reference at or before t; valid from the first reference on.
+    """
+    if ref_t.size == 0:
+        return [np.full((t.size, 6), np.nan) for _ in ref_values], np.zeros(t.size, dtype=bool)
+    if method == "latest":
+        index = np.searchsorted(ref_t, t, side="right") - 1
+        valid = index >= 0
+        index = np.maximum(index, 0)
+        return [values[index] for values in ref_values], valid
+    if method != "interpolate":
+        raise InvalidInputError(f"unknown reference matching {method!r}; expected interpolate or latest")
+    valid = (t >= ref_t[0]) & (t <= ref_t[-1])
+    matched = []
+    for m, values in enumerate(ref_values):
+        values = values.copy()
+        if m == 0:  # the pose: unwrap the angles along time
+            values[:, 3:] = np.unwrap(values[:, 3:], axis=0)
+        columns = [np.interp(t, ref_t, values[:, k]) if ref_t.size > 1 else np.full(t.size, values[0, k]) for k in range(6)]
+        out = np.column_stack(columns)
+        if m == 0:
+            out[:, 3:] = wrap_angle(out[:, 3:])
+        matched.append(out)
+    return matched, valid
+
+
+def error_stats(error: np.ndarray) -> Optional[ErrorStats]:
+    """Stats of (N, 3) error rows; None without samples."""
+    if error.shape[0] == 0:
+        return None
+    norm = np.linalg.norm(error, axis=1)
+    return ErrorStats(
+        samples=int(error.shape[0]),
+        rms_norm=float(np.sqrt(np.mean(norm**2))),
+        max_norm=float(np.max(norm)),
+        rms_axis=np.sqrt(np.mean(error**2, axis=0)),
+        max_axis=np.max(np.abs(error), axis=0),
+    )
+
+
+def hold_durations(t: np.ndarray) -> np.ndarray:
+    """How long each sample is held (zero-order hold): to the next sample, the last one for the median period."""
+    if t.size == 0:
+        return np.zeros(0)
+    if t.size == 1:
+        return np.zeros(1)
+    steps = np.diff(t)
+    return np.append(steps, np.median(steps))
+
+
+def force_stats(t: np.ndarray, forces: np.ndarray, limit: float, tolerance: float) -> ForceStats:
+    hold = hold_durations(t)
+    saturated = np.abs(forces) >= (1.0 - tolerance) * limit
+    return ForceStats(
+        peak=np.max(np.abs(forces), axis=0),
+        rms=np.sqrt(np.mean(forces**2, axis=0)),
+        saturation_time=(saturated * hold[:, None]).sum(axis=0),
+        saturation_time_any=float((saturated.any(axis=1) * hold).sum()),
+        duration=float(hold.sum()),
+        limit=limit,
+    )
+
+
+# ------------------------------------------------------------------------------------------ run
+def evaluate_run(
+    run: RunData,
+    parameters: HexapodParameters,
+    settings: EvaluationSettings,
+    model_check: bool = True,
+) -> RunMetrics:
+    """Every metric the run's data allow; what it does not allow is listed in ``notes``."""
+    from hexapod_control.evaluation.model_check import check_model
+
+    limits = parameters.limits
+    metrics = RunMetrics(
+        label=run.label,
+        duration=float(run.joint_t[-1] - run.joint_t[0]) if run.joint_t.size else 0.0,
+        joint_samples=int(run.joint_t.size),
+        reference_samples=int(run.ref_t.size),
+        force_samples=int(run.effort_t.size),
+        matching=settings.reference_matching,
+        steady_state_start=settings.steady_state_start,
+        speed_limit=limits.actuator_speed_max,
+    )
+    notes = metrics.notes
+    if run.has_forces:
+        metrics.forces = force_stats(run.effort_t, run.forces, limits.actuator_force_max, settings.saturation_tolerance)
+    else:
+        notes.append("forces: no force commands decoded")
+    if not run.has_joint_states:
+        notes.append("tracking, speeds, FK and model check: fewer than 2 joint states decoded")
+        return metrics
+    metrics.speed_peak = np.max(np.abs(run.qd), axis=0)
+
+    fk = forward_kinematics_series(HexapodModel(parameters), run.joint_t, run.q)
+    metrics.fk_failures = fk.failures
+    if run.pose_t.size:
+        metrics.pose_topic_difference = _pose_topic_difference(run, fk)
+
+    if not run.has_references:
+        notes.append("tracking: no references decoded")
+    else:
+        (ref_pose,), matched = match_reference(settings.reference_matching, run.ref_t, [run.ref_pose], run.joint_t)
+        ok = matched & np.all(np.isfinite(fk.pose), axis=1)
+        outside = int(np.count_nonzero(~matched))
+        if outside:
+            notes.append(
+                f"tracking: {outside} joint state(s) outside the reference span ({settings.reference_matching}) not evaluated"
+            )
+        if not ok.any():
+            notes.append("tracking: no joint state has both a matched reference and a forward-kinematics pose")
+        else:
+            error = ref_pose[ok] - fk.pose[ok]
+            error[:, 3:] = wrap_angle(error[:, 3:])
+            t = run.joint_t[ok]
+            metrics.tracking = TrackingSeries(
+                t=t, pose=fk.pose[ok], reference=ref_pose[ok], error=error,
+                position_norm=np.linalg.norm(error[:, :3], axis=1),
+                orientation_norm=np.linalg.norm(error[:, 3:], axis=1),
+            )
+            steady = t >= settings.steady_state_start
+            metrics.position_whole = error_stats(error[:, :3])
+            metrics.orientation_whole = error_stats(error[:, 3:])
+            metrics.position_steady = error_stats(error[steady, :3])
+            metrics.orientation_steady = error_stats(error[steady, 3:])
+            if not steady.any():
+                notes.append(
+                    f"steady state: the window starts at t = {settings.steady_state_start:g} s, "
+                    f"after the last evaluated sample (t = {t[-1]:.3g} s)"
+                )
+    if model_check:
+        metrics.model_check = check_model(run, parameters, settings)
+        if metrics.model_check.reason:
+            notes.append(f"model check: {metrics.model_check.reason}")
+    return metrics
+
+
+def _pose_topic_difference(run: RunData, fk: FkResult):
+    """Max |FK - recorded pose| at the joint-state stamps the pose topic also has."""
+    common, joint_index, pose_index = np.intersect1d(run.joint_t, run.pose_t, return_indices=True)
+    if common.size == 0:
+        return None
+    a, b = fk.pose[joint_index], run.pose[pose_index]
+    ok = np.all(np.isfinite(a), axis=1)
+    if not ok.any():
+        return None
+    position = np.max(np.linalg.norm(a[ok, :3] - b[ok, :3], axis=1))
+    angle = np.max(np.linalg.norm(wrap_angle(a[ok, 3:] - b[ok, 3:]), axis=1))
+    return float(position), float(angle), int(ok.sum())

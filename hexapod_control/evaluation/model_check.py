@@ -1,0 +1,134 @@
+"""Model check: the inverse-dynamics model's forces for the recorded motion vs the recorded forces.
+
+tau_model = M_bar(q) q_dd + C_bar(q, q_d) q_d + g_bar(q) with q and q_d from the joint states and
+q_dd from a Savitzky-Golay derivative of the recorded q_d (a local polynomial fit of order
+``derivative_order`` over ``derivative_window`` seconds; q_d is measured, so one derivative of it
+is less noisy than two of q). The joint states are first put on a uniform grid at their median
+period (the filter assumes one); grid points whose window spans a gap (a step longer than twice
+the median period: a dropped message, not jitter) or runs past either end are left out. The
+recorded forces (held between commands, as the drive holds them) go through the same filter and
+are aligned with the derivative by half a period (see ``check_model``), so a force switching
+faster than the window (a chattering loop) is compared in the same band as the motion it caused.
+
+On the embedded simulator, whose plant is this model, the residual measures the differentiation
+only; against MuJoCo or the real robot it measures the model error (friction, inertias, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from hexapod_control.evaluation.bag import RunData
+from hexapod_control.model import HexapodModel
+from hexapod_control.parameters import HexapodParameters
+from hexapod_control.recording import EvaluationSettings
+
+# A step longer than this many median periods is a gap in the joint states, not jitter.
+GAP_FACTOR = 2.0
+
+
+@dataclass
+class ModelCheck:
+    reason: str = ""  # why it could not be done ("" when done)
+    t: Optional[np.ndarray] = None  # evaluated grid times [s]
+    recorded: Optional[np.ndarray] = None  # (N, 6) [N]
+    predicted: Optional[np.ndarray] = None  # (N, 6) [N]
+    rms_residual: Optional[np.ndarray] = None  # (6,) RMS(recorded - predicted) [N]
+    rms_recorded: Optional[np.ndarray] = None  # (6,) RMS of the recorded forces, for scale [N]
+    window_samples: int = 0
+    period: float = float("nan")  # grid period [s]
+    failures: int = 0  # grid points where the inverse dynamics raised
+
+
+def inverse_dynamics_function(model: HexapodModel):
+    """tau(q, q_d, q_dd, phi): the model's inverse dynamics (on the model, or its dynamics module)."""
+    if hasattr(model, "inverse_dynamics"):
+        return model.inverse_dynamics
+    from hexapod_control.dynamics import ReducedDynamics
+
+    return ReducedDynamics(model).inverse_dynamics
+
+
+def window_length(window: float, period: float, order: int) -> int:
+    """Odd number of samples nearest ``window`` seconds, at least order + 2 (savgol's minimum)."""
+    samples = int(round(window / period))
+    samples = max(samples, order + 2)
+    return samples if samples % 2 else samples + 1
+
+
+def check_model(run: RunData, parameters: HexapodParameters, settings: EvaluationSettings) -> ModelCheck:
+    from scipy.signal import savgol_filter
+
+    if not run.has_joint_states:
+        return ModelCheck(reason="fewer than 2 joint states")
+    if not run.has_forces:
+        return ModelCheck(reason="no recorded forces to compare with")
+    steps = np.diff(run.joint_t)
+    period = float(np.median(steps))
+    if not period > 0.0:
+        return ModelCheck(reason="joint-state stamps do not advance")
+    window = window_length(settings.derivative_window, period, settings.derivative_order)
+    grid = run.joint_t[0] + period * np.arange(int(np.floor((run.joint_t[-1] - run.joint_t[0]) / period)) + 1)
+    if grid.size < window:
+        return ModelCheck(
+            reason=f"run shorter than the {window}-sample derivative window ({settings.derivative_window:g} s)",
+            window_samples=window, period=period,
+        )
+    q = np.column_stack([np.interp(grid, run.joint_t, run.q[:, k]) for k in range(6)])
+    qd = np.column_stack([np.interp(grid, run.joint_t, run.qd[:, k]) for k in range(6)])
+    qdd = savgol_filter(qd, window, settings.derivative_order, deriv=1, delta=period, axis=0, mode="interp")
+
+    half = window // 2
+    valid = np.zeros(grid.size, dtype=bool)
+    valid[half : grid.size - half] = True
+    # Leave out every grid point whose window reaches into a gap.
+    gap_starts = run.joint_t[:-1][steps > GAP_FACTOR * period]
+    gap_ends = run.joint_t[1:][steps > GAP_FACTOR * period]
+    for start, end in zip(gap_starts, gap_ends):
+        valid &= ~((grid + half * period > start) & (grid - half * period < end))
+    # Recorded force on the grid: the latest command at or before each point (what the drive holds).
+    index = np.searchsorted(run.effort_t, grid, side="right") - 1
+    valid &= index >= 0
+    held = run.forces[np.maximum(index, 0)]
+    # The motion is seen through the Savitzky-Golay window, so the forces are too: the same filter
+    # (deriv 0) keeps the two sides comparable when the forces switch faster than the window (a
+    # chattering loop). The held force F_k acts over [t_k, t_k+1), and the derivative at t_k sits
+    # between F_k-1's and F_k's intervals: average the two neighbours.
+    smoothed = savgol_filter(held, window, settings.derivative_order, deriv=0, axis=0, mode="interp")
+    aligned = smoothed.copy()
+    aligned[1:] = 0.5 * (smoothed[1:] + smoothed[:-1])
+    valid[0] = False
+    valid[1:] &= index[:-1] >= 0
+    selected = np.flatnonzero(valid)[:: settings.model_check_stride]
+    if selected.size == 0:
+        return ModelCheck(reason="no grid point with a full derivative window and a recorded force", window_samples=window, period=period)
+
+    model = HexapodModel(parameters)
+    inverse_dynamics = inverse_dynamics_function(model)
+    predicted = np.full((selected.size, 6), np.nan)
+    failures = 0
+    model.reset_warm_start()
+    for row, k in enumerate(selected):
+        try:
+            phi = model.forward_kinematics(q[k]).phi
+            predicted[row] = inverse_dynamics(q[k], qd[k], qdd[k], phi=phi)
+        except Exception:  # noqa: BLE001 - FK or dynamics failure at one point: counted, not fatal
+            failures += 1
+    ok = np.all(np.isfinite(predicted), axis=1)
+    if not ok.any():
+        return ModelCheck(reason="the inverse dynamics failed at every grid point", failures=failures, window_samples=window, period=period)
+    recorded = aligned[selected]
+    residual = recorded[ok] - predicted[ok]
+    return ModelCheck(
+        t=grid[selected][ok],
+        recorded=recorded[ok],
+        predicted=predicted[ok],
+        rms_residual=np.sqrt(np.mean(residual**2, axis=0)),
+        rms_recorded=np.sqrt(np.mean(recorded[ok] ** 2, axis=0)),
+        window_samples=window,
+        period=period,
+        failures=failures,
+    )
