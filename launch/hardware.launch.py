@@ -11,14 +11,13 @@ Nothing moves on its own: the controller starts disarmed (zero forces), and the 
 holds the measured pose until ~/start or a goal on ~/goal_pose.
 """
 
+from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
-
-from launch import LaunchDescription
 
 PACKAGE = "hexapod_control"
 

@@ -12,14 +12,13 @@ the controller receives the reference and the joint state of one instant is up t
 bit-for-bit repeatable runs use the one-process stack (``hexapod_sim_stack``).
 """
 
+from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
-
-from launch import LaunchDescription
 
 PACKAGE = "hexapod_control"
 
