@@ -139,7 +139,16 @@ def run(args, parameters, dynamics_terms) -> None:
     kernels = [
         ("kernel reduced_inverse_dynamics", dynamics_terms.reduced_inverse_dynamics, lambda k: (q_(k), phis[k], qd_(k), qdd_(k), packed)),
         ("kernel reduced_mass_matrix", dynamics_terms.reduced_mass_matrix, lambda k: (q_(k), phis[k], packed)),
-        ("kernel forward terms", dynamics_terms.reduced_mass_matrix_and_bias_forces, lambda k: (q_(k), phis[k], qd_(k), packed)),
+        (
+            "kernel reduced_forward_dynamics",
+            dynamics_terms.reduced_forward_dynamics,
+            lambda k: (q_(k), phis[k], qd_(k), tau[k], packed),
+        ),
+        (
+            "kernel analytic_jacobian_and_convective",
+            dynamics_terms.analytic_jacobian_and_convective,
+            lambda k: (q_(k), phis[k], qd_(k), packed),
+        ),
         ("forward kinematics only", lambda q: model.solve_passive(q), lambda k: (q_(k),)),
     ]
     for name, function, fields in kernels:

@@ -60,7 +60,7 @@ COMPILE_FLAGS = ("-O2", "-shared", "-fPIC", "-fno-math-errno", "-ffp-contract=of
 LINK_FLAGS = ("-lm",)
 COMPILE_TIMEOUT = 900.0  # [s] -O2 on the 8000-line file takes 10-30 s on a loaded 2-core machine
 _GENERATED_PACKAGE = "hexapod_control.generated"
-_SIGNATURE = re.compile(r"^(\w+)\(([^)]*)\)->(vector|pair|matrix_vector)\[([\d,]+)\]$")
+_SIGNATURE = re.compile(r"^(\w+)\(([^)]*)\)->(vector|pair)\[(\d+)\]$")
 _ARGUMENT = re.compile(r"^(\w+)\[(\d+)\]$")
 
 
@@ -162,7 +162,7 @@ def {name}({arguments}, parameters):
         _raise(status, "{name}")
     return {result}
 '''
-_RESULTS = {"vector": "out[:]", "pair": "(out[0], out[1])", "matrix_vector": "(out[:{n}], out[{n}:])"}
+_RESULTS = {"vector": "out[:]", "pair": "(out[0], out[1])"}
 
 
 def _raise(status: int, name: str):
@@ -171,7 +171,7 @@ def _raise(status: int, name: str):
     raise ValueError(f"math domain error (C backend, {name})")
 
 
-def _wrap(function, name: str, inputs: list[tuple[str, int]], shape: str, sizes: list[int], local):
+def _wrap(function, name: str, inputs: list[tuple[str, int]], shape: str, n_outputs: int, local):
     """A Python function with the signature and return structure of the generated Python one.
 
     Inputs are copied by slice assignment into preallocated ctypes arrays (the fastest way
@@ -179,7 +179,7 @@ def _wrap(function, name: str, inputs: list[tuple[str, int]], shape: str, sizes:
     rejects a wrong length with ValueError, as the Python twin's unpacking does).
     """
     array_types = [ctypes.c_double * size for _, size in inputs]
-    output_type = ctypes.c_double * sum(sizes)
+    output_type = ctypes.c_double * n_outputs
 
     def new_buffers():
         return (*(t() for t in array_types[:-1]), array_types[-1](), [None], output_type())
@@ -191,7 +191,7 @@ def _wrap(function, name: str, inputs: list[tuple[str, int]], shape: str, sizes:
         arguments=", ".join(names),
         buffers=buffers,
         copies="\n".join(f"    _{argument}[:] = {argument}" for argument in names),
-        result=_RESULTS[shape].format(n=sizes[0]),
+        result=_RESULTS[shape],
     )
     namespace = {"_local": local, "_new_buffers": new_buffers, "_function": function, "_raise": _raise}
     exec(compile(source, f"<hexapod_control.compiled {name}>", "exec"), namespace)  # noqa: S102 - our own template
@@ -240,14 +240,14 @@ def _bind(library, path: Path) -> types.ModuleType:
         match = _SIGNATURE.match(line)
         if match is None:
             raise CompilationError(f"unreadable signature {line!r} in {path}")
-        name, arguments, shape, sizes = match.groups()
+        name, arguments, shape, size = match.groups()
         inputs = [(m.group(1), int(m.group(2))) for m in map(_ARGUMENT.match, arguments.split(","))]
         python_function = getattr(python_terms, name, None)
         if python_function is None or list(inspect.signature(python_function).parameters) != [a for a, _ in inputs]:
             raise CompilationError(f"{name}: the C signature {line!r} differs from the Python one")
         function = library[name]
         function.restype = ctypes.c_int
-        setattr(module, name, _wrap(function, name, inputs, shape, [int(s) for s in sizes.split(",")], local))
+        setattr(module, name, _wrap(function, name, inputs, shape, int(size), local))
         module.FUNCTION_NAMES.append(name)
     module._library = library  # keep the library loaded as long as the wrappers live
     return module

@@ -20,6 +20,7 @@ Forces are in N (actuators are prismatic), energies in J.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,6 +42,7 @@ PASSIVE_NAMES = COORDINATE_NAMES[N_ACTUATORS:]
 _GEOMETRY_FIELDS = {
     "base_side": "base_side",
     "leg_length": "leg_length",
+    "platform_offset": "platform_offset",
     "platform_com_offset": "platform_com_offset",
     "pu_part1_com_offset": "pu_part1_com_offset",
     "s_part2_com_offset": "s_part2_com_offset",
@@ -69,16 +71,21 @@ def pack_parameters(parameters: HexapodParameters) -> tuple[float, ...]:
 
 def _vector(value, size: int, name: str, labels=None) -> list[float]:
     """A finite real vector of ``size`` entries as a list of floats, or InvalidInputError naming it."""
+    vector = None
     if isinstance(value, np.ndarray):
         if value.shape != (size,):
             raise InvalidInputError(f"{name}: expected shape ({size},), got {value.shape}")
-        value = value.tolist()
-    try:
-        vector = [float(v) for v in value]
-    except (TypeError, ValueError) as error:
-        raise InvalidInputError(f"{name}: expected {size} real numbers, got {value!r}") from error
-    if len(vector) != size:
-        raise InvalidInputError(f"{name}: expected {size} values, got {len(vector)}")
+        if value.dtype.kind == "f":
+            vector = value.tolist()  # Python floats of the right length: nothing to convert
+        else:
+            value = value.tolist()
+    if vector is None:
+        try:
+            vector = list(map(float, value))
+        except (TypeError, ValueError) as error:
+            raise InvalidInputError(f"{name}: expected {size} real numbers, got {value!r}") from error
+        if len(vector) != size:
+            raise InvalidInputError(f"{name}: expected {size} values, got {len(vector)}")
     if all(map(math.isfinite, vector)):
         return vector
     for k, v in enumerate(vector):
@@ -161,6 +168,23 @@ class RigidBodyDynamics:
         return np.array(_finite(values, "generalized forces", rho))
 
 
+class JacobianTerms(NamedTuple):
+    """The generated analytic Jacobian of the platform pose xi = (x, y, z, lambda, mu, nu)."""
+
+    analytic: np.ndarray  # J_A (6, 6): xi_dot = J_A q_dot
+    passive_map: np.ndarray  # A(q) (9, 6): rho_dot = A q_dot
+    convective: np.ndarray | None  # J_A_dot q_dot (6,), when q_dot was given
+    constraint_conditioning: float  # |det dgamma/dphi| / prod(row norms), 0 = singular, 1 = ideal
+    cos_mu: float  # cos of the ZYX pitch, >= 0; J_A is singular where it vanishes
+
+
+# Below this |cos(mu)| the ZYX Euler rates are reported as singular (J_A blows up as 1/cos^2).
+EULER_SINGULARITY_COS = 1e-6
+_PASSIVE_MAP_SIZE = N_PASSIVE * N_ACTUATORS  # layout of the analytic_jacobian* outputs:
+_ANALYTIC_END = _PASSIVE_MAP_SIZE + N_ACTUATORS * N_ACTUATORS  # A_phi (18), J_A (36), [J_A_dot q_d (6)], checks (2)
+_IDENTITY = np.eye(N_ACTUATORS).ravel()  # the upper rows of A(q) = [I; A_phi], flat
+
+
 class ReducedDynamics:
     """Actuator-space dynamics tau = M_bar(q) q_dd + C_bar(q, q_d) q_d + g_bar(q) [N].
 
@@ -175,22 +199,33 @@ class ReducedDynamics:
         self.model = model
         self.rigid_body = RigidBodyDynamics(model.parameters)
         self._packed = self.rigid_body._packed
+        self._two_leg_length = self.rigid_body._two_leg_length
 
     def _state(self, q, phi) -> tuple[list[float], list[float]]:
         q = _vector(q, N_ACTUATORS, "q", JOINT_NAMES)
-        self.rigid_body._check_assembly(q, "q")
+        two_l = self._two_leg_length
+        if not (-two_l < q[0] + q[1] < two_l and -two_l < q[2] + q[3] < two_l and -two_l < q[4] + q[5] < two_l):
+            self.rigid_body._check_assembly(q, "q")  # raises, naming the side
         if phi is None:
-            phi = list(self.model.solve_passive(q)[0])
+            phi = self.model.solve_passive(q)[0]
         else:
             phi = _vector(phi, N_PASSIVE, "phi", PASSIVE_NAMES)
         return q, phi
 
     def _call(self, function, *arguments):
-        values = self.rigid_body._call(function, *arguments)
-        where = arguments[:2]  # (q, phi), formatted only on failure
-        parts = values if isinstance(values, tuple) and isinstance(values[0], list) else (values,)
-        for part in parts:
-            _finite(part, function.__name__, where)
+        """function(*arguments, parameters) of a generated function returning floats (a list or a pair)."""
+        try:
+            values = function(*arguments, self._packed)
+        except (ZeroDivisionError, ValueError, OverflowError) as error:
+            # r_i = 0 (legs stretched), cos(theta2) = 0 (S-joint gimbal lock), det dgamma/dphi = 0, ...
+            raise SingularityError(
+                f"{function.__name__} is singular at q = {list(arguments[0])}, phi = {list(arguments[1])}: {error}"
+            ) from error
+        if not all(map(math.isfinite, values)):
+            raise SingularityError(
+                f"{function.__name__} is not finite at q = {list(arguments[0])}, phi = {list(arguments[1])}: "
+                "the state is singular or out of range"
+            )
         return values
 
     # ------------------------------------------------------------------ public API
@@ -198,9 +233,9 @@ class ReducedDynamics:
         """(phi, A(q) (9, 6), b = A_dot q_d (3,)); b is zero when ``qd`` is not given."""
         q, phi = self._state(q, phi)
         qd = [0.0] * N_ACTUATORS if qd is None else _vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
-        values = self._call(terms.passive_kinematics, q, phi, qd)
-        phi_rows = np.array(values[: N_PASSIVE * N_ACTUATORS]).reshape(N_PASSIVE, N_ACTUATORS)
-        return np.array(phi), np.vstack((np.eye(N_ACTUATORS), phi_rows)), np.array(values[N_PASSIVE * N_ACTUATORS :])
+        values = np.array(self._call(terms.passive_kinematics, q, phi, qd))
+        passive_map = np.concatenate((_IDENTITY, values[:_PASSIVE_MAP_SIZE])).reshape(N_COORDINATES, N_ACTUATORS)
+        return np.array(phi), passive_map, values[_PASSIVE_MAP_SIZE:]
 
     def mass_matrix(self, q, phi=None) -> np.ndarray:
         """M_bar = A^T M A (6, 6), symmetric positive definite [kg]."""
@@ -226,16 +261,18 @@ class ReducedDynamics:
         return np.array(self._call(terms.reduced_inverse_dynamics, q, phi, qd, qdd))
 
     def forward_dynamics(self, q, qd, tau, phi=None) -> np.ndarray:
-        """q_dd (6,) [m/s^2] from M_bar q_dd = tau - C_bar q_d - g_bar, solved by Cholesky."""
+        """q_dd (6,) [m/s^2] from M_bar q_dd = tau - C_bar q_d - g_bar.
+
+        Solved inside the generated code (M_bar, the bias forces and an unrolled Cholesky in one
+        call); SingularityError when M_bar is not positive definite or the state is singular.
+        """
         q, phi = self._state(q, phi)
         qd = _vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
         tau = _vector(tau, N_ACTUATORS, "tau", JOINT_NAMES)
-        mass, bias = self._call(terms.reduced_mass_matrix_and_bias_forces, q, phi, qd)
-        rhs = [t - b for t, b in zip(tau, bias)]
-        solution = _cholesky_solve(mass, rhs, N_ACTUATORS)
-        if solution is None:
-            raise SingularityError(f"M_bar is not positive definite at q = {q}, phi = {phi}")
-        return np.array(solution)
+        try:
+            return np.array(self._call(terms.reduced_forward_dynamics, q, phi, qd, tau))
+        except SingularityError as error:
+            raise SingularityError(f"M_bar is not positive definite or the state is singular: {error}") from error
 
     def energy(self, q, qd, phi=None) -> tuple[float, float]:
         """(kinetic, potential) [J] of the whole robot moving with q_d."""
@@ -244,32 +281,39 @@ class ReducedDynamics:
         kinetic, potential = self._call(terms.reduced_energy, q, phi, qd)
         return float(kinetic), float(potential)
 
+    def analytic_jacobian_terms(self, q, phi=None, qd=None) -> JacobianTerms:
+        """J_A (xi_dot = J_A q_dot), A(q), J_A_dot q_dot (when ``qd`` is given) and the checks.
+
+        xi = (x, y, z, lambda, mu, nu): r_F and the ZYX Euler angles of the platform frame (see
+        :mod:`hexapod_control.kinematics`). Generated code (derive_dynamics.py): the pose rates
+        are differentiated symbolically through rho and reduced with A(q) and b = A_dot q_d.
+        SingularityError where dgamma/dphi is singular or |cos(mu)| < EULER_SINGULARITY_COS.
+        """
+        q, phi = self._state(q, phi)
+        if qd is not None:
+            qd = _vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
+        return self._analytic_jacobian_terms(q, phi, qd)
+
+    def _analytic_jacobian_terms(self, q, phi, qd) -> JacobianTerms:
+        """As :meth:`analytic_jacobian_terms` for inputs already validated (sequences of floats)."""
+        if qd is None:
+            values = self._call(terms.analytic_jacobian, q, phi)
+        else:
+            values = self._call(terms.analytic_jacobian_and_convective, q, phi, qd)
+        conditioning, cos_mu = values[-2:]
+        if not cos_mu >= EULER_SINGULARITY_COS:
+            raise SingularityError(f"ZYX Euler angles are singular: cos(mu) = {cos_mu:.3g} at q = {list(q)}")
+        array = np.array(values)  # one conversion; the results are views of it
+        return JacobianTerms(
+            analytic=array[_PASSIVE_MAP_SIZE:_ANALYTIC_END].reshape(N_ACTUATORS, N_ACTUATORS),
+            passive_map=np.concatenate((_IDENTITY, array[:_PASSIVE_MAP_SIZE])).reshape(N_COORDINATES, N_ACTUATORS),
+            convective=None if qd is None else array[_ANALYTIC_END : _ANALYTIC_END + N_ACTUATORS],
+            constraint_conditioning=abs(conditioning),
+            cos_mu=cos_mu,
+        )
+
 
 def _symmetric(flat: list[float]) -> np.ndarray:
     n = math.isqrt(len(flat))
     matrix = np.array(flat).reshape(n, n)
     return 0.5 * (matrix + matrix.T)  # the generated entries are symmetric up to round-off
-
-
-def _cholesky_solve(flat: list[float], rhs: list[float], n: int):
-    """Solve A x = rhs for symmetric positive definite A (flat row-major); None if not SPD.
-
-    Plain loops: for 6x6, LAPACK's call overhead exceeds the arithmetic.
-    """
-    lower = [[0.0] * n for _ in range(n)]
-    for i in range(n):
-        for j in range(i + 1):
-            total = flat[i * n + j] - sum(lower[i][k] * lower[j][k] for k in range(j))
-            if i == j:
-                if not total > 0.0:
-                    return None
-                lower[i][i] = math.sqrt(total)
-            else:
-                lower[i][j] = total / lower[j][j]
-    y = [0.0] * n
-    for i in range(n):
-        y[i] = (rhs[i] - sum(lower[i][k] * y[k] for k in range(i))) / lower[i][i]
-    x = [0.0] * n
-    for i in reversed(range(n)):
-        x[i] = (y[i] - sum(lower[k][i] * x[k] for k in range(i + 1, n))) / lower[i][i]
-    return x

@@ -207,17 +207,3 @@ class ClosedChainKinematics:
         x_axis = _cross(y_axis, z_axis)
         centroid = _scale(1.0 / 3.0, _add(_add(p0, p1), p2))
         return x_axis, y_axis, z_axis, _add(centroid, _scale(self.platform_offset, z_axis))
-
-    def frame_rates(self, apexes, apex_rates) -> tuple[Vec, Vec, Vec, Vec]:
-        """Time derivatives (x', y', z', r_F') given the apex velocities."""
-        p0, p1, p2 = apexes
-        v0, v1, v2 = apex_rates
-        e21, e01 = _sub(p2, p1), _sub(p0, p1)
-        de21, de01 = _sub(v2, v1), _sub(v0, v1)
-        y_axis = _scale(1.0 / self.platform_side, e21)
-        z_axis = _scale(self.normal_scale, _cross(e21, e01))
-        y_rate = _scale(1.0 / self.platform_side, de21)
-        z_rate = _scale(self.normal_scale, _add(_cross(de21, e01), _cross(e21, de01)))
-        x_rate = _add(_cross(y_rate, z_axis), _cross(y_axis, z_rate))
-        centroid_rate = _scale(1.0 / 3.0, _add(_add(v0, v1), v2))
-        return x_rate, y_rate, z_rate, _add(centroid_rate, _scale(self.platform_offset, z_rate))

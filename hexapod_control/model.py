@@ -24,18 +24,12 @@ from hexapod_control.kinematics import (
     SIDE_PAIRS,
     ClosedChainKinematics,
     _add,
-    _cross,
     _dot,
     _scale,
     _sub,
 )
 from hexapod_control.parameters import HexapodParameters, load_parameters
-from hexapod_control.rotations import (
-    euler_accelerations,
-    euler_rates_from_angular_velocity,
-    euler_zyx_from_axes,
-    rotation_from_euler_zyx,
-)
+from hexapod_control.rotations import euler_zyx_from_axes, rotation_from_euler_zyx
 
 JOINT_NAMES = tuple(f"q{k}" for k in range(6))
 PASSIVE_NAMES = ("phi1", "phi2", "phi3")
@@ -93,7 +87,7 @@ def as_vector(value, size: int, name: str, labels: Sequence[str] | None = None) 
             raise InvalidInputError(f"{name}: expected shape ({size},), got {value.shape}")
         value = value.tolist()
     try:
-        vector = tuple(float(v) for v in value)
+        vector = tuple(map(float, value))
     except (TypeError, ValueError) as error:
         shape = np.shape(value) if not isinstance(value, (str, bytes)) else ()
         raise InvalidInputError(
@@ -101,6 +95,8 @@ def as_vector(value, size: int, name: str, labels: Sequence[str] | None = None) 
         ) from error
     if len(vector) != size:
         raise InvalidInputError(f"{name}: expected {size} values, got {len(vector)}")
+    if all(map(math.isfinite, vector)):
+        return vector
     for k, v in enumerate(vector):
         if not math.isfinite(v):
             label = labels[k] if labels else f"{name}[{k}]"
@@ -375,7 +371,11 @@ class HexapodModel:
         return phi_rows, sides, rows
 
     def passive_map(self, q, phi=None) -> np.ndarray:
-        """A(q) = [I; -(dgamma/dphi)^-1 dgamma/dq] (9, 6): rho_dot = A q_dot."""
+        """A(q) = [I; -(dgamma/dphi)^-1 dgamma/dq] (9, 6): rho_dot = A q_dot.
+
+        Hand-written from the closure equations, independently of the generated A(q) that
+        :meth:`analytic_jacobian` and the dynamics use (the tests compare the two).
+        """
         q, phi = self._passive_state(q, phi)
         phi_rows, _, _ = self._passive_map_rows(q, phi)
         return np.vstack((np.eye(6), np.array(phi_rows)))
@@ -415,9 +415,9 @@ class HexapodModel:
         q, phi = self._passive_state(q, phi)
         qd = as_vector(qd, 6, "qd", JOINT_NAMES)
         phi_rows, sides, rows = self._passive_map_rows(q, phi)
-        return np.array(self._phi_bias(q, phi, qd, phi_rows, sides, rows)[0])
+        return np.array(self._phi_bias(q, phi, qd, phi_rows, sides, rows))
 
-    def _phi_bias(self, q, phi, qd, phi_rows, sides, rows):
+    def _phi_bias(self, q, phi, qd, phi_rows, sides, rows) -> tuple[float, float, float]:
         phi_rate = tuple(sum(phi_rows[r][k] * qd[k] for k in range(6)) for r in range(3))
         apex_rates = self._apex_rates(sides, qd, phi_rate)
         apex_bias = self._apex_bias_accelerations(q, phi, qd, phi_rate)
@@ -430,87 +430,29 @@ class HexapodModel:
         solved = self._chains.solve_cyclic(rows, rhs)
         if solved is None:
             raise SingularityError(f"dgamma/dphi is singular at q = {list(q)}, phi = {list(phi)}")
-        return (-solved[0], -solved[1], -solved[2]), phi_rate, apex_rates, apex_bias
-
-    def _jacobian_matrix(self, sides, phi_rows: np.ndarray, axes, euler) -> np.ndarray:
-        """J_A for all six actuator rates at once: each rate is a column of a 3x6 array.
-
-        Same formulas as the scalar rates: y' = (P2' - P1')/L_P, z' = c ((P2'-P1') x e01 + e21 x (P0'-P1')),
-        x' = y' x z + y x z', omega = (x x x' + y x y' + z x z')/2, psi' = T^-1 omega.
-        """
-        chains = self._chains
-        apex_rates = []
-        for i, side in enumerate(sides):
-            rate = np.outer(side.d_apex_d_phi, phi_rows[i])
-            rate[:, 2 * i] += side.d_apex_d_q_first
-            rate[:, 2 * i + 1] += side.d_apex_d_q_second
-            apex_rates.append(rate)
-        p0, p1, p2 = (np.array(side.apex) for side in sides)
-        x_axis, y_axis, z_axis = (np.array(axis) for axis in axes)
-        d21, d01 = apex_rates[2] - apex_rates[1], apex_rates[0] - apex_rates[1]
-        y_rate = d21 / chains.platform_side
-        z_rate = chains.normal_scale * (-_skew(p0 - p1) @ d21 + _skew(p2 - p1) @ d01)
-        x_rate = -_skew(z_axis) @ y_rate + _skew(y_axis) @ z_rate
-        omega = 0.5 * (_skew(x_axis) @ x_rate + _skew(y_axis) @ y_rate + _skew(z_axis) @ z_rate)
-        position_rate = (apex_rates[0] + apex_rates[1] + apex_rates[2]) / 3.0 + chains.platform_offset * z_rate
-        lam, mu, _ = euler
-        cl, sl, cm, sm = math.cos(lam), math.sin(lam), math.cos(mu), math.sin(mu)
-        t_inverse = np.array(
-            [[cl * sm / cm, sl * sm / cm, 1.0], [-sl, cl, 0.0], [cl / cm, sl / cm, 0.0]]
-        )  # psi_dot = T^-1 omega, as in rotations.euler_rates_from_angular_velocity
-        return np.vstack((position_rate, t_inverse @ omega))
+        return (-solved[0], -solved[1], -solved[2])
 
     def analytic_jacobian(self, q, qd=None, phi=None) -> JacobianResult:
-        """J_A (xi_dot = J_A q_dot), A(q), J_A_dot q_dot when ``qd`` is given, and conditioning."""
+        """J_A (xi_dot = J_A q_dot), A(q), J_A_dot q_dot when ``qd`` is given, and conditioning.
+
+        J_A, J_A_dot q_dot, A(q) and the constraint conditioning come from the generated code
+        (``ReducedDynamics.analytic_jacobian_terms``, C or Python backend, see
+        :mod:`hexapod_control.dynamics`). Raises SingularityError where dgamma/dphi or the ZYX
+        Euler rates are singular.
+        """
         q, phi = self._passive_state(q, phi)
-        chains = self._chains
-        phi_rows, sides, rows = self._passive_map_rows(q, phi)
-        apexes = tuple(s.apex for s in sides)
-        x_axis, y_axis, z_axis, _ = chains.platform_frame(apexes)
-        euler = euler_zyx_from_axes(x_axis, y_axis, z_axis)
-        if abs(math.cos(euler[1])) < 1e-6:
-            raise SingularityError(f"ZYX Euler angles are singular at mu = {euler[1]} rad")
-        analytic = self._jacobian_matrix(sides, np.array(phi_rows), (x_axis, y_axis, z_axis), euler)
-        convective = None
         if qd is not None:
             qd = as_vector(qd, 6, "qd", JOINT_NAMES)
-            phi_acc, phi_rate, apex_rates, apex_bias = self._phi_bias(q, phi, qd, phi_rows, sides, rows)
-            apex_acc = tuple(
-                _add(apex_bias[i], _scale(phi_acc[i], sides[i].d_apex_d_phi)) for i in range(3)
-            )
-            convective = np.array(self._platform_accelerations(apexes, apex_rates, apex_acc, euler))
-        singular_values = np.linalg.svd(analytic, compute_uv=False)
+        terms = self.dynamics._analytic_jacobian_terms(q, phi, qd)
+        singular_values = np.linalg.svd(terms.analytic, compute_uv=False)
         return JacobianResult(
-            analytic=analytic,
-            passive_map=np.vstack((np.eye(6), np.array(phi_rows))),
-            convective=convective,
-            constraint_conditioning=self._conditioning(rows),
+            analytic=terms.analytic,
+            passive_map=terms.passive_map,
+            convective=terms.convective,
+            constraint_conditioning=terms.constraint_conditioning,
             jacobian_conditioning=float(singular_values[-1] / singular_values[0]),
             phi=np.array(phi),
         )
-
-    def _platform_accelerations(self, apexes, apex_rates, apex_acc, euler):
-        """xi_ddot from apex positions, velocities and accelerations."""
-        chains = self._chains
-        p0, p1, p2 = apexes
-        v0, v1, v2 = apex_rates
-        a0, a1, a2 = apex_acc
-        lp, c = chains.platform_side, chains.normal_scale
-        e21, e01 = _sub(p2, p1), _sub(p0, p1)
-        de21, de01 = _sub(v2, v1), _sub(v0, v1)
-        dde21, dde01 = _sub(a2, a1), _sub(a0, a1)
-        y_axis, y_rate, y_acc = _scale(1 / lp, e21), _scale(1 / lp, de21), _scale(1 / lp, dde21)
-        z_axis = _scale(c, _cross(e21, e01))
-        z_rate = _scale(c, _add(_cross(de21, e01), _cross(e21, de01)))
-        z_acc = _scale(c, _add(_add(_cross(dde21, e01), _scale(2.0, _cross(de21, de01))), _cross(e21, dde01)))
-        x_axis = _cross(y_axis, z_axis)
-        x_rate = _add(_cross(y_rate, z_axis), _cross(y_axis, z_rate))
-        x_acc = _add(_add(_cross(y_acc, z_axis), _scale(2.0, _cross(y_rate, z_rate))), _cross(y_axis, z_acc))
-        omega = _scale(0.5, _add(_add(_cross(x_axis, x_rate), _cross(y_axis, y_rate)), _cross(z_axis, z_rate)))
-        omega_rate = _scale(0.5, _add(_add(_cross(x_axis, x_acc), _cross(y_axis, y_acc)), _cross(z_axis, z_acc)))
-        position_acc = _add(_scale(1.0 / 3.0, _add(_add(a0, a1), a2)), _scale(chains.platform_offset, z_acc))
-        euler_rate = euler_rates_from_angular_velocity(euler, omega)
-        return position_acc + euler_accelerations(euler, euler_rate, omega_rate)
 
     # ------------------------------------------------------------------ geometry accessors
     def platform_vertices(self, q, phi=None) -> np.ndarray:
@@ -566,8 +508,3 @@ class HexapodModel:
     def energy(self, q, qd, phi=None) -> tuple[float, float]:
         """(kinetic, potential) energy [J]."""
         return self.dynamics.energy(q, qd, phi=phi)
-
-
-def _skew(v) -> np.ndarray:
-    """S(v) with S(v) w = v x w."""
-    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import ros_environment
 
-from hexapod_control import HexapodModel, compiled, dynamics, load_parameters
+from hexapod_control import HexapodModel, SingularityError, compiled, dynamics, load_parameters
 from hexapod_control.dynamics import ReducedDynamics, pack_parameters
 from hexapod_control.generated import dynamics_terms as python_terms
 from hexapod_control.parameters import default_parameters_path
@@ -30,7 +30,7 @@ GENERATED = Path(python_terms.__file__).resolve().parent
 FUNCTION_NAMES = sorted(
     name for name, value in vars(python_terms).items() if inspect.isfunction(value) and not name.startswith("_")
 )
-INPUT_SIZES = {"rho": 9, "rho_d": 9, "rho_dd": 9, "q": 6, "phi": 3, "qd": 6, "qdd": 6}
+INPUT_SIZES = {"rho": 9, "rho_d": 9, "rho_dd": 9, "q": 6, "phi": 3, "qd": 6, "qdd": 6, "tau": 6}
 RELATIVE_TOLERANCE = 1e-12
 N_STATES = 25
 
@@ -62,6 +62,7 @@ def random_states(parameters, count=N_STATES, seed=7):
         phi = [float(v) for v in model.solve_passive(q)[0]]
         state = {"q": q, "phi": phi, "qd": rng.normal(0, 0.2, 6).tolist(), "qdd": rng.normal(0, 2.0, 6).tolist()}
         state.update(rho=q + phi, rho_d=rng.normal(0, 0.2, 9).tolist(), rho_dd=rng.normal(0, 2.0, 9).tolist())
+        state["tau"] = rng.normal(0, 20.0, 6).tolist()  # [N], for reduced_forward_dynamics
         states.append(state)
     return states
 
@@ -147,18 +148,40 @@ def test_errors_match_the_python_backend(c_terms, parameters):
     )
 
 
+def test_forward_dynamics_reports_a_mass_matrix_that_is_not_positive_definite(c_terms, parameters, monkeypatch):
+    """The generated Cholesky: pivot 0 divides by zero, a negative pivot is a domain error."""
+    packed = pack_parameters(parameters)
+    state = random_states(parameters, count=1)[0]
+    arguments = [state[a] for a in ("q", "phi", "qd", "tau")]
+    massless = tuple(
+        0.0 if name.endswith(("_mass", "_ixx", "_iyy", "_izz")) else v
+        for name, v in zip(python_terms.PARAMETER_NAMES, packed)
+    )
+    negative = tuple(-v if name.endswith("_mass") else v for name, v in zip(python_terms.PARAMETER_NAMES, packed))
+    for terms in (python_terms, c_terms):
+        with pytest.raises(ZeroDivisionError):
+            terms.reduced_forward_dynamics(*arguments, massless)
+        with pytest.raises(ValueError):
+            terms.reduced_forward_dynamics(*arguments, negative)
+        monkeypatch.setattr(dynamics, "terms", terms)
+        reduced = ReducedDynamics(HexapodModel(parameters))
+        reduced._packed = negative
+        with pytest.raises(SingularityError, match="not positive definite"):
+            reduced.forward_dynamics(state["q"], state["qd"], state["tau"], phi=state["phi"])
+
+
 def test_concurrent_calls_from_threads(c_terms, parameters):
     """Each thread has its own buffers (ctypes releases the GIL during the C call)."""
     packed = pack_parameters(parameters)
     states = random_states(parameters, count=8, seed=3)
-    expected = [python_terms.reduced_mass_matrix_and_bias_forces(s["q"], s["phi"], s["qd"], packed) for s in states]
+    expected = [python_terms.reduced_forward_dynamics(s["q"], s["phi"], s["qd"], s["tau"], packed) for s in states]
     failures = []
 
     def work(offset):
         for k in range(300):
             n = (k + offset) % len(states)
             s = states[n]
-            result = c_terms.reduced_mass_matrix_and_bias_forces(s["q"], s["phi"], s["qd"], packed)
+            result = c_terms.reduced_forward_dynamics(s["q"], s["phi"], s["qd"], s["tau"], packed)
             if not np.allclose(flat(result), flat(expected[n]), rtol=1e-12, atol=1e-12):
                 failures.append(n)
 

@@ -14,7 +14,10 @@ from hexapod_control import (
     HexapodModel,
     InvalidInputError,
     UnreachablePoseError,
+    compiled,
+    dynamics,
 )
+from hexapod_control.dynamics import ReducedDynamics
 from hexapod_control.parameters import default_parameters_path
 
 HOME_Q = 0.1765
@@ -146,6 +149,41 @@ def test_convective_term_matches_finite_differences(model):
         h = 1e-3
         second = (-pose(2 * h) + 16 * pose(h) - 30 * pose(0) + 16 * pose(-h) - pose(-2 * h)) / (12 * h * h)
         np.testing.assert_allclose(jacobian.convective, second, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["python", "c"])
+def test_generated_jacobian_terms_match_finite_differences(model, backend, monkeypatch):
+    """ReducedDynamics.analytic_jacobian_terms on each backend against the forward kinematics."""
+    try:
+        terms = compiled.select_backend(backend)
+    except compiled.CompilationError as error:
+        pytest.skip(f"no C backend: {error}")
+    monkeypatch.setattr(dynamics, "terms", terms)
+    reduced = ReducedDynamics(model)
+    step, h = 1e-4, 1e-3
+    for q, qd in random_states(8, seed=4):
+        fk = model.forward_kinematics(q)
+        generated = reduced.analytic_jacobian_terms(q, fk.phi, qd)
+        for k in range(6):
+            unit = np.eye(6)[k]
+            pose_column = central_difference(lambda x: model.forward_kinematics(x).pose, q, unit, step)
+            phi_column = central_difference(lambda x: model.forward_kinematics(x).phi, q, unit, step)
+            np.testing.assert_allclose(generated.analytic[:, k], pose_column, atol=1e-8)
+            np.testing.assert_allclose(generated.passive_map[6:, k], phi_column, atol=1e-8)
+        np.testing.assert_array_equal(generated.passive_map[:6], np.eye(6))
+        poses = [model.forward_kinematics(q + k * h * qd).pose for k in (-2, -1, 0, 1, 2)]
+        second = (-poses[0] + 16 * poses[1] - 30 * poses[2] + 16 * poses[3] - poses[4]) / (12 * h * h)
+        np.testing.assert_allclose(generated.convective, second, atol=1e-6)
+        rate = qd
+        expected = central_difference(lambda x: reduced.analytic_jacobian_terms(x).analytic @ rate, q, qd, step)  # noqa: B023
+        np.testing.assert_allclose(generated.convective, expected, atol=1e-8)
+        assert generated.constraint_conditioning == pytest.approx(fk.constraint_conditioning, rel=1e-12)
+        assert generated.cos_mu == pytest.approx(math.cos(fk.euler_zyx[1]), rel=1e-9)  # |z_F| = 1 to ~1e-12
+        without_rates = reduced.analytic_jacobian_terms(q, fk.phi)
+        assert without_rates.convective is None
+        np.testing.assert_allclose(without_rates.analytic, generated.analytic, rtol=0, atol=1e-14)
+    with pytest.raises(InvalidInputError, match="^qd"):
+        reduced.analytic_jacobian_terms([HOME_Q] * 6, None, [0.0] * 5)
 
 
 def test_passive_acceleration_bias_matches_finite_differences(model):
