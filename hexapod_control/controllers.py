@@ -236,6 +236,7 @@ class OperationalSpaceController:
 
     def __init__(self, model: HexapodModel, settings: ControllerSettings | None = None):
         self.model = model
+        model.dynamics  # build the compiled dynamics now, not in the first control cycle
         self.settings = settings or load_controller_settings(model.parameters)
         self.force_limit = model.parameters.limits.actuator_force_max
         self.period = self.settings.period

@@ -117,6 +117,7 @@ class HexapodModel:
         self.parameters = parameters
         self._chains = ClosedChainKinematics(parameters)
         home = parameters.home_actuator_position
+        self._two_leg_lengths = 2.0 * parameters.geometry.leg_length
         self._home_q = (home,) * 6
         self._home_phi = (HOME_PHI,) * 3
         self._last_q: tuple[float, ...] = self._home_q
@@ -144,20 +145,24 @@ class HexapodModel:
 
         In a 1 kHz loop q moves almost linearly, so this saves one Newton iteration per call.
         """
-        last_q, previous_q, last_phi = self._last_q, self._previous_q, self._last_phi
-        step = [a - b for a, b in zip(last_q, previous_q)]
-        norm2 = sum(v * v for v in step)
-        if norm2 == 0.0:
+        last_q, last_phi = self._last_q, self._last_phi
+        norm2 = dot = 0.0
+        for now, last, previous in zip(q, last_q, self._previous_q):
+            step = last - previous
+            norm2 += step * step
+            dot += (now - last) * step
+        if norm2 == 0.0 or not 0.0 < dot <= 2.0 * norm2:
             return last_phi
-        s = sum((a - b) * v for a, b, v in zip(q, last_q, step)) / norm2
-        if not 0.0 < s <= 2.0:
-            return last_phi
-        return tuple(a + s * (a - b) for a, b in zip(last_phi, self._previous_phi))
+        s = dot / norm2
+        (a0, a1, a2), (b0, b1, b2) = last_phi, self._previous_phi
+        return (a0 + s * (a0 - b0), a1 + s * (a1 - b1), a2 + s * (a2 - b2))
 
     # ------------------------------------------------------------------ validation
     def _joint_vector(self, q, name: str = "q") -> tuple[float, ...]:
         q = as_vector(q, 6, name, JOINT_NAMES)
-        two_l = 2.0 * self.parameters.geometry.leg_length
+        two_l = self._two_leg_lengths
+        if -two_l < q[0] + q[1] < two_l and -two_l < q[2] + q[3] < two_l and -two_l < q[4] + q[5] < two_l:
+            return q
         for side in range(3):
             qbar = q[2 * side] + q[2 * side + 1]
             if not -two_l < qbar < two_l:
@@ -207,7 +212,9 @@ class HexapodModel:
         angles in (0, pi); the determinant sign cannot change without crossing a singularity.
         """
         (a0, b0), (a1, b1), (a2, b2) = rows
-        return all(0.0 < angle < math.pi for angle in phi) and a0 * a1 * a2 + b0 * b1 * b2 > 0.0
+        f0, f1, f2 = phi
+        pi = math.pi
+        return 0.0 < f0 < pi and 0.0 < f1 < pi and 0.0 < f2 < pi and a0 * a1 * a2 + b0 * b1 * b2 > 0.0
 
     def _track(self, q, start_q, start_phi, tolerance: float):
         """Follow the physical mode from (start_q, start_phi) to q in small actuator steps."""
@@ -218,7 +225,7 @@ class HexapodModel:
             s = step / steps
             target = tuple(a + s * (b - a) for a, b in zip(start_q, q))
             solved = self._newton(target, phi, tolerance if step == steps else 1e-9)
-            if solved is None or max(abs(a - b) for a, b in zip(solved[0], phi)) > MAX_BRANCH_JUMP:
+            if solved is None or _largest_difference(solved[0], phi) > MAX_BRANCH_JUMP:
                 return None
             phi, total = solved[0], total + solved[1]
         return solved[0], total, solved[2], solved[3], solved[4]
@@ -229,7 +236,7 @@ class HexapodModel:
         explicit_guess = phi_guess is not None
         guess = self._phi_vector(phi_guess, "phi_guess") if explicit_guess else self._predict_phi(q)
         solved = self._newton(q, guess, tolerance)
-        if solved is not None and max(abs(a - b) for a, b in zip(solved[0], guess)) > MAX_BRANCH_JUMP:
+        if solved is not None and _largest_difference(solved[0], guess) > MAX_BRANCH_JUMP:
             if explicit_guess:
                 raise AssemblyModeJumpError(
                     f"forward kinematics from phi_guess {list(guess)} converged to phi "
@@ -508,3 +515,8 @@ class HexapodModel:
     def energy(self, q, qd, phi=None) -> tuple[float, float]:
         """(kinetic, potential) energy [J]."""
         return self.dynamics.energy(q, qd, phi=phi)
+
+
+def _largest_difference(a, b) -> float:
+    """max |a_i - b_i| of two 3-vectors."""
+    return max(abs(a[0] - b[0]), abs(a[1] - b[1]), abs(a[2] - b[2]))

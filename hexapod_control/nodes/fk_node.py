@@ -58,6 +58,7 @@ class ForwardKinematicsNode(Node):
         parameters = load_params_file(self)
         self.names = RosNames.from_parameters(parameters)
         self.model = HexapodModel(parameters)
+        self.model.dynamics  # J_A comes from the compiled dynamics: build it before the first message
         self.singularity = load_controller_settings(parameters).singularity
         diagnostics_period = load_safety_settings(parameters).diagnostics_period
 

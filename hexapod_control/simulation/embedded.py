@@ -14,6 +14,7 @@ q_dot = the delayed true q_dot (the drives' velocity estimate is not modelled).
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -76,6 +77,7 @@ class EmbeddedSimulator(Plant):
         self.settings = settings or load_embedded_settings(parameters)
         self.dt = self.settings.dt
         self.model = HexapodModel(parameters)
+        self.model.dynamics  # build the compiled dynamics now, not in the first step
         self._force_limit = parameters.limits.actuator_force_max
         self.reset(np.full(6, parameters.home_actuator_position))
 
@@ -84,91 +86,97 @@ class EmbeddedSimulator(Plant):
         return self._steps * self.dt
 
     def reset(self, q, qd=None) -> None:
-        q = np.array(as_vector(q, 6, "q", JOINT_NAMES))
-        qd = np.zeros(6) if qd is None else np.array(as_vector(qd, 6, "qd", JOINT_NAMES))
+        q = as_vector(q, 6, "q", JOINT_NAMES)
+        qd = (0.0,) * 6 if qd is None else as_vector(qd, 6, "qd", JOINT_NAMES)
         self.model.reset_warm_start()
-        self._phi = self.model.forward_kinematics(q).phi  # raises if q cannot assemble
+        self._phi = tuple(self.model.forward_kinematics(q).phi)  # raises if q cannot assemble
+        # The state is six floats: plain tuples cost less than numpy arrays at this size.
         self._q, self._qd = q, qd
-        self._forces = np.zeros(6)
+        self._forces = (0.0,) * 6
         self._steps = 0
         self._rng = np.random.default_rng(self.settings.seed)
-        self._history: deque[tuple[np.ndarray, np.ndarray]] = deque(
-            [(q.copy(), qd.copy())] * (self.settings.sensor.delay_steps + 1),
-            maxlen=self.settings.sensor.delay_steps + 1,
+        self._history: deque[tuple[tuple[float, ...], tuple[float, ...]]] = deque(
+            [(q, qd)] * (self.settings.sensor.delay_steps + 1), maxlen=self.settings.sensor.delay_steps + 1
         )
         self._measure()
 
     def apply_forces(self, forces) -> None:
-        forces = np.array(as_vector(forces, 6, "forces", JOINT_NAMES))
-        self._forces = np.clip(forces, -self._force_limit, self._force_limit)
+        limit = self._force_limit
+        self._forces = tuple(min(max(f, -limit), limit) for f in as_vector(forces, 6, "forces", JOINT_NAMES))
 
     @property
     def applied_forces(self) -> np.ndarray:
         """The saturated forces acting on the robot [N]."""
-        return self._forces.copy()
+        return np.array(self._forces)
 
-    def _acceleration(self, q, qd) -> np.ndarray:
+    def _acceleration(self, q, qd) -> list[float]:
         # phi only (no pose): the model's own secant warm start tracks the motion step by step.
         self._phi = self.model.solve_passive(q)[0]
-        return self.model.forward_dynamics(q, qd, self._forces, phi=self._phi)
+        return self.model.forward_dynamics(q, qd, self._forces, phi=self._phi).tolist()
 
     def step(self, steps: int = 1) -> None:
         h = self.dt / self.settings.substeps
+        rk4 = self.settings.integrator == "rk4"
         for _ in range(steps):
             q, qd = self._q, self._qd
             try:
                 for _ in range(self.settings.substeps):
-                    if self.settings.integrator == "rk4":
+                    if rk4:
                         q, qd = self._rk4(q, qd, h)
                     else:
-                        qd = qd + h * self._acceleration(q, qd)
-                        q = q + h * qd
+                        acceleration = self._acceleration(q, qd)
+                        qd = tuple(v + h * a for v, a in zip(qd, acceleration))
+                        q = tuple(p + h * v for p, v in zip(q, qd))
             except HexapodError as error:
                 raise SimulationDivergedError(
-                    f"embedded simulation failed at t = {self.time:.4f} s, q = {q.tolist()}: {error}"
+                    f"embedded simulation failed at t = {self.time:.4f} s, q = {list(q)}: {error}"
                 ) from error
-            speed = float(np.max(np.abs(qd)))
-            if not np.all(np.isfinite(q)) or not speed <= self.settings.max_actuator_speed:
+            speed = max(abs(v) for v in qd)
+            # A NaN or inf anywhere makes the sum non-finite; finite values here cannot overflow it.
+            if not math.isfinite(sum(q)) or not speed <= self.settings.max_actuator_speed:
                 raise SimulationDivergedError(
                     f"embedded simulation diverged at t = {self.time:.4f} s: actuator speed {speed} m/s "
-                    f"exceeds {self.settings.max_actuator_speed} m/s (q = {q.tolist()})"
+                    f"exceeds {self.settings.max_actuator_speed} m/s (q = {list(q)})"
                 )
             self._q, self._qd = q, qd
             self._steps += 1
-            self._history.append((q.copy(), qd.copy()))
+            self._history.append((q, qd))
             self._measure()
 
     def _rk4(self, q, qd, h):
-        k1v = self._acceleration(q, qd)
-        k2q, k2v = qd + 0.5 * h * k1v, self._acceleration(q + 0.5 * h * qd, qd + 0.5 * h * k1v)
-        k3q, k3v = qd + 0.5 * h * k2v, self._acceleration(q + 0.5 * h * k2q, qd + 0.5 * h * k2v)
-        k4q, k4v = qd + h * k3v, self._acceleration(q + h * k3q, qd + h * k3v)
+        q, qd = np.array(q), np.array(qd)
+        k1v = np.array(self._acceleration(q, qd))
+        k2q, k2v = qd + 0.5 * h * k1v, np.array(self._acceleration(q + 0.5 * h * qd, qd + 0.5 * h * k1v))
+        k3q, k3v = qd + 0.5 * h * k2v, np.array(self._acceleration(q + 0.5 * h * k2q, qd + 0.5 * h * k2v))
+        k4q, k4v = qd + h * k3v, np.array(self._acceleration(q + h * k3q, qd + h * k3v))
         q_next = q + h / 6.0 * (qd + 2 * k2q + 2 * k3q + k4q)
         qd_next = qd + h / 6.0 * (k1v + 2 * k2v + 2 * k3v + k4v)
         self._phi = self.model.solve_passive(q_next)[0]  # warm start at the new state
-        return q_next, qd_next
+        return tuple(q_next.tolist()), tuple(qd_next.tolist())
 
     def _measure(self) -> None:
         """Sample the sensors once per step, so repeated reads agree and runs are reproducible."""
         sensor = self.settings.sensor
         q, qd = self._history[0]
-        q = q.copy()
-        if sensor.noise_std > 0.0:
-            q += self._rng.normal(0.0, sensor.noise_std, 6)
-        if sensor.encoder_resolution > 0.0:
-            q = np.round(q / sensor.encoder_resolution) * sensor.encoder_resolution
-        self._measured = (q, qd.copy())
+        if sensor.noise_std > 0.0 or sensor.encoder_resolution > 0.0:
+            q = np.array(q)
+            if sensor.noise_std > 0.0:
+                q += self._rng.normal(0.0, sensor.noise_std, 6)
+            if sensor.encoder_resolution > 0.0:
+                q = np.round(q / sensor.encoder_resolution) * sensor.encoder_resolution
+            q = tuple(q.tolist())
+        self._measured = (q, qd)
 
     def joint_positions(self) -> np.ndarray:
-        return self._measured[0].copy()
+        return np.array(self._measured[0])
 
     def joint_velocities(self) -> np.ndarray:
-        return self._measured[1].copy()
+        return np.array(self._measured[1])
 
     @property
     def true_state(self) -> tuple[np.ndarray, np.ndarray]:
         """(q, q_dot) without the sensor model, for tests and evaluation."""
-        return self._q.copy(), self._qd.copy()
+        return np.array(self._q), np.array(self._qd)
 
     @property
     def passive_angles(self) -> np.ndarray:
