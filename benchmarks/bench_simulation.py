@@ -19,7 +19,6 @@ from hexapod_control.controllers import make_controller
 from hexapod_control.simulation import make_plant
 from hexapod_control.trajectories import JointSpaceTrajectory, make_trajectory
 
-
 OPEN_LOOP_SECONDS = 1.0
 
 

@@ -25,8 +25,9 @@ from typing import NamedTuple
 import numpy as np
 
 from hexapod_control import compiled
-from hexapod_control.errors import AssemblyError, InvalidInputError, SingularityError
+from hexapod_control.errors import AssemblyError, SingularityError
 from hexapod_control.parameters import HexapodParameters
+from hexapod_control.validation import as_vector
 
 # The generated terms in use: hexapod_control.generated.dynamics_terms or its compiled twin (same
 # functions). Chosen on first use (the C backend may have to be compiled), see _terms().
@@ -69,32 +70,6 @@ def pack_parameters(parameters: HexapodParameters) -> tuple[float, ...]:
     return tuple(values[name] for name in _terms().PARAMETER_NAMES)
 
 
-def _vector(value, size: int, name: str, labels=None) -> list[float]:
-    """A finite real vector of ``size`` entries as a list of floats, or InvalidInputError naming it."""
-    vector = None
-    if isinstance(value, np.ndarray):
-        if value.shape != (size,):
-            raise InvalidInputError(f"{name}: expected shape ({size},), got {value.shape}")
-        if value.dtype.kind == "f":
-            vector = value.tolist()  # Python floats of the right length: nothing to convert
-        else:
-            value = value.tolist()
-    if vector is None:
-        try:
-            vector = list(map(float, value))
-        except (TypeError, ValueError) as error:
-            raise InvalidInputError(f"{name}: expected {size} real numbers, got {value!r}") from error
-        if len(vector) != size:
-            raise InvalidInputError(f"{name}: expected {size} values, got {len(vector)}")
-    if all(map(math.isfinite, vector)):
-        return vector
-    for k, v in enumerate(vector):
-        if not math.isfinite(v):
-            label = labels[k] if labels else f"{name}[{k}]"
-            raise InvalidInputError(f"{name}: {label} is {v} (must be finite)")
-    return vector
-
-
 def _finite(values, what: str, where) -> list[float]:
     """Guard against overflow: the API never returns NaN or inf."""
     if not all(map(math.isfinite, values)):
@@ -116,7 +91,7 @@ class RigidBodyDynamics:
 
     # ------------------------------------------------------------------ validation
     def _rho(self, rho, name: str = "rho") -> list[float]:
-        rho = _vector(rho, N_COORDINATES, name, COORDINATE_NAMES)
+        rho = as_vector(rho, N_COORDINATES, name, COORDINATE_NAMES)
         self._check_assembly(rho, name)
         return rho
 
@@ -145,7 +120,7 @@ class RigidBodyDynamics:
 
     def velocity_term(self, rho, rho_dot) -> np.ndarray:
         rho = self._rho(rho)
-        rho_dot = _vector(rho_dot, N_COORDINATES, "rho_dot", COORDINATE_NAMES)
+        rho_dot = as_vector(rho_dot, N_COORDINATES, "rho_dot", COORDINATE_NAMES)
         return np.array(_finite(self._call(terms.velocity_term, rho, rho_dot), "h(rho, rho_dot)", rho))
 
     def gravity_term(self, rho) -> np.ndarray:
@@ -155,15 +130,15 @@ class RigidBodyDynamics:
     def energy(self, rho, rho_dot) -> tuple[float, float]:
         """(kinetic, potential) [J]; potential is zero with every centre of mass at z = 0."""
         rho = self._rho(rho)
-        rho_dot = _vector(rho_dot, N_COORDINATES, "rho_dot", COORDINATE_NAMES)
+        rho_dot = as_vector(rho_dot, N_COORDINATES, "rho_dot", COORDINATE_NAMES)
         kinetic, potential = _finite(self._call(terms.energy, rho, rho_dot), "energy", rho)
         return float(kinetic), float(potential)
 
     def generalized_forces(self, rho, rho_dot, rho_ddot) -> np.ndarray:
         """M rho_ddot + h(rho, rho_dot) + g(rho) (9,)."""
         rho = self._rho(rho)
-        rho_dot = _vector(rho_dot, N_COORDINATES, "rho_dot", COORDINATE_NAMES)
-        rho_ddot = _vector(rho_ddot, N_COORDINATES, "rho_ddot", COORDINATE_NAMES)
+        rho_dot = as_vector(rho_dot, N_COORDINATES, "rho_dot", COORDINATE_NAMES)
+        rho_ddot = as_vector(rho_ddot, N_COORDINATES, "rho_ddot", COORDINATE_NAMES)
         values = self._call(terms.generalized_forces, rho, rho_dot, rho_ddot)
         return np.array(_finite(values, "generalized forces", rho))
 
@@ -202,14 +177,14 @@ class ReducedDynamics:
         self._two_leg_length = self.rigid_body._two_leg_length
 
     def _state(self, q, phi) -> tuple[list[float], list[float]]:
-        q = _vector(q, N_ACTUATORS, "q", JOINT_NAMES)
+        q = as_vector(q, N_ACTUATORS, "q", JOINT_NAMES)
         two_l = self._two_leg_length
         if not (-two_l < q[0] + q[1] < two_l and -two_l < q[2] + q[3] < two_l and -two_l < q[4] + q[5] < two_l):
             self.rigid_body._check_assembly(q, "q")  # raises, naming the side
         if phi is None:
             phi = self.model.solve_passive(q)[0]
         else:
-            phi = _vector(phi, N_PASSIVE, "phi", PASSIVE_NAMES)
+            phi = as_vector(phi, N_PASSIVE, "phi", PASSIVE_NAMES)
         return q, phi
 
     def _call(self, function, *arguments):
@@ -232,7 +207,7 @@ class ReducedDynamics:
     def passive_state(self, q, phi=None, qd=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(phi, A(q) (9, 6), b = A_dot q_d (3,)); b is zero when ``qd`` is not given."""
         q, phi = self._state(q, phi)
-        qd = [0.0] * N_ACTUATORS if qd is None else _vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
+        qd = [0.0] * N_ACTUATORS if qd is None else as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
         values = np.array(self._call(terms.passive_kinematics, q, phi, qd))
         passive_map = np.concatenate((_IDENTITY, values[:_PASSIVE_MAP_SIZE])).reshape(N_COORDINATES, N_ACTUATORS)
         return np.array(phi), passive_map, values[_PASSIVE_MAP_SIZE:]
@@ -245,7 +220,7 @@ class ReducedDynamics:
     def velocity_term(self, q, qd, phi=None) -> np.ndarray:
         """C_bar q_d = A^T (M [0; b] + h(rho, A q_d)) (6,) [N]."""
         q, phi = self._state(q, phi)
-        qd = _vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
+        qd = as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
         return np.array(self._call(terms.reduced_velocity_term, q, phi, qd))
 
     def gravity_term(self, q, phi=None) -> np.ndarray:
@@ -256,8 +231,8 @@ class ReducedDynamics:
     def inverse_dynamics(self, q, qd, qdd, phi=None) -> np.ndarray:
         """Actuator forces tau (6,) [N] for the motion (q, q_d, q_dd)."""
         q, phi = self._state(q, phi)
-        qd = _vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
-        qdd = _vector(qdd, N_ACTUATORS, "qdd", JOINT_NAMES)
+        qd = as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
+        qdd = as_vector(qdd, N_ACTUATORS, "qdd", JOINT_NAMES)
         return np.array(self._call(terms.reduced_inverse_dynamics, q, phi, qd, qdd))
 
     def forward_dynamics(self, q, qd, tau, phi=None) -> np.ndarray:
@@ -267,8 +242,8 @@ class ReducedDynamics:
         call); SingularityError when M_bar is not positive definite or the state is singular.
         """
         q, phi = self._state(q, phi)
-        qd = _vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
-        tau = _vector(tau, N_ACTUATORS, "tau", JOINT_NAMES)
+        qd = as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
+        tau = as_vector(tau, N_ACTUATORS, "tau", JOINT_NAMES)
         try:
             return np.array(self._call(terms.reduced_forward_dynamics, q, phi, qd, tau))
         except SingularityError as error:
@@ -277,7 +252,7 @@ class ReducedDynamics:
     def energy(self, q, qd, phi=None) -> tuple[float, float]:
         """(kinetic, potential) [J] of the whole robot moving with q_d."""
         q, phi = self._state(q, phi)
-        qd = _vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
+        qd = as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
         kinetic, potential = self._call(terms.reduced_energy, q, phi, qd)
         return float(kinetic), float(potential)
 
@@ -291,7 +266,7 @@ class ReducedDynamics:
         """
         q, phi = self._state(q, phi)
         if qd is not None:
-            qd = _vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
+            qd = as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
         return self._analytic_jacobian_terms(q, phi, qd)
 
     def _analytic_jacobian_terms(self, q, phi, qd) -> JacobianTerms:

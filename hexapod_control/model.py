@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from hexapod_control.kinematics import (
 )
 from hexapod_control.parameters import HexapodParameters, load_parameters
 from hexapod_control.rotations import euler_zyx_from_axes, rotation_from_euler_zyx
+from hexapod_control.validation import as_vector
 
 JOINT_NAMES = tuple(f"q{k}" for k in range(6))
 PASSIVE_NAMES = ("phi1", "phi2", "phi3")
@@ -78,30 +79,6 @@ class JacobianResult:
     constraint_conditioning: float  # as in ForwardKinematicsResult
     jacobian_conditioning: float  # sigma_min / sigma_max of J_A in SI units; 0 = singular
     phi: np.ndarray
-
-
-def as_vector(value, size: int, name: str, labels: Sequence[str] | None = None) -> tuple[float, ...]:
-    """Validate a finite real vector of the given size, naming the offending entry on error."""
-    if isinstance(value, np.ndarray):
-        if value.shape != (size,):
-            raise InvalidInputError(f"{name}: expected shape ({size},), got {value.shape}")
-        value = value.tolist()
-    try:
-        vector = tuple(map(float, value))
-    except (TypeError, ValueError) as error:
-        shape = np.shape(value) if not isinstance(value, (str, bytes)) else ()
-        raise InvalidInputError(
-            f"{name}: expected {size} real numbers (shape ({size},)), got shape {shape}: {value!r}"
-        ) from error
-    if len(vector) != size:
-        raise InvalidInputError(f"{name}: expected {size} values, got {len(vector)}")
-    if all(map(math.isfinite, vector)):
-        return vector
-    for k, v in enumerate(vector):
-        if not math.isfinite(v):
-            label = labels[k] if labels else f"{name}[{k}]"
-            raise InvalidInputError(f"{name}: {label} is {v} (must be finite)")
-    return vector
 
 
 class HexapodModel:

@@ -17,6 +17,7 @@ import launch_testing.actions
 import launch_testing.asserts
 import rclpy
 from geometry_msgs.msg import PoseStamped
+from launch import LaunchDescription
 from launch.actions import IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from sensor_msgs.msg import JointState
@@ -24,7 +25,6 @@ from std_msgs.msg import Float64MultiArray
 
 from hexapod_control.parameters import load_parameters
 from hexapod_control.ros_conventions import RosNames
-from launch import LaunchDescription
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / "launch" / "hardware.launch.py"
 STARTUP_TIMEOUT_S = 60.0  # three node processes start and discover each other (~3 s)

@@ -17,12 +17,11 @@ import launch_testing.asserts
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import PoseStamped
+from launch import LaunchDescription
 from launch.actions import IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import Float64MultiArray
-
-from launch import LaunchDescription
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / "launch" / "simulation.launch.py"
 # Four node processes start, discover each other (~3 s) and the simulation must advance.
