@@ -34,9 +34,6 @@ from hexapod_control.trajectories import (
     make_trajectory,
 )
 
-if not hasattr(HexapodModel, "forward_dynamics"):
-    pytest.skip("the dynamics are not on HexapodModel yet", allow_module_level=True)
-
 # Thesis gains (6.5.1, 6.5.2), written out independently of the YAML they are checked against.
 THESIS_K = [15, 15, 10, 15, 10, 10]
 THESIS_KP, THESIS_KI = 3000.0, 4750.6

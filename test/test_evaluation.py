@@ -301,10 +301,17 @@ def test_replay_reproduces_the_recorded_controller(run, tmp_path, name):
     assert np.max(replay_run(data, PARAMETERS, other, "latest").max_difference) > 1.0  # the comparison discriminates
 
 
-def test_replay_cli(run, bag, tmp_path, capsys):
+def test_replay_cli(tmp_path, capsys):
+    """The CLI on a bag recorded from computed torque: every sample compared, differences ~0."""
+    short = synthetic_run(0.05)
+    recorded = dataclasses.replace(short, forces=controller_forces("computed_torque", short))
+    bag = write_bag(tmp_path / "recorded", recorded)
     assert replay_main([str(bag), "--controller", "computed_torque", "-o", str(tmp_path / "replay")]) == 0
     out = capsys.readouterr().out
-    assert "RMS(replayed - recorded)" in out
+    assert f"{short.t.size} samples compared" in out
+    (rms_line,) = [line for line in out.splitlines() if line.startswith("RMS(replayed - recorded)")]
+    rms = [float(v) for v in rms_line.split(":", 1)[1].split(",")]
+    assert len(rms) == 6 and max(rms) < REPLAY_TOLERANCE_N, rms_line
     assert list((tmp_path / "replay").glob("*.png")) and list((tmp_path / "replay").glob("*.md"))
 
 

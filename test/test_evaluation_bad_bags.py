@@ -4,6 +4,8 @@ never a traceback; the metrics of what is left are checked against the imposed s
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from test_evaluation import (
@@ -219,3 +221,30 @@ def test_damaged_metadata_reads_the_storage_file(run, tmp_path):
     contents = read_bag(bag)
     assert any("salvaged" in note for note in contents.notes)
     assert len(contents.topics[TOPICS["joint_states"]].records) == run.t.size
+
+
+def test_non_finite_values_are_skipped_never_evaluated(run, tmp_path):
+    """NaN/inf in joint states, commands and references: skipped and counted, the rest exact."""
+    bad = (3, 77, 150)  # the same samples on every topic, so no command is re-tied to another state
+    path = tmp_path / "non_finite"
+    with BagWriter(path) as writer:
+        for key in ("reference", "joint_states", "effort_commands"):
+            writer.add_topic(TOPICS[key], MESSAGE_TYPES[key])
+        for k, tk in enumerate(run.t):
+            log, r = nanoseconds(tk), run.references[k]
+            pose, q, forces = r.pose.copy(), run.q[k].copy(), run.forces[k].copy()
+            if k in bad:
+                pose[0], q[2], forces[5] = np.nan, np.inf, np.nan
+            writer.write(TOPICS["reference"], log, reference_cdr(tk, pose, r.velocity, r.acceleration))
+            writer.write(TOPICS["joint_states"], log, joint_state_cdr(tk, JOINT_NAMES, q, run.qd[k]))
+            writer.write(TOPICS["effort_commands"], log + 1, effort_cdr(forces))
+    data, metrics = evaluate(path)
+    for key in ("reference", "joint_states", "effort_commands"):  # notes are grouped by error text
+        skipped = [re.match(rf"{re.escape(TOPICS[key])}: skipped (\d+) message", note) for note in data.notes]
+        assert sum(int(m.group(1)) for m in skipped if m) == len(bad), data.notes
+    good = ~np.isin(np.arange(run.t.size), bad)
+    assert np.all(np.isfinite(data.q)) and np.all(np.isfinite(data.forces)) and np.all(np.isfinite(data.ref_pose))
+    assert_stats(metrics.position_whole, run.error[good, :3])
+    assert_stats(metrics.orientation_whole, run.error[good, 3:])
+    assert metrics.force_samples == good.sum()
+    np.testing.assert_allclose(metrics.forces.peak, np.abs(run.forces[good]).max(axis=0), rtol=1e-15)

@@ -4,6 +4,7 @@ Run inside a sourced ROS 2 workspace with the package installed: ``colcon test``
 ``launch_test test/test_launch_simulation.py``.
 """
 
+import math
 import time
 import unittest
 from pathlib import Path
@@ -28,6 +29,7 @@ LAUNCH_FILE = Path(__file__).resolve().parent.parent / "launch" / "simulation.la
 STARTUP_TIMEOUT_S = 60.0
 # Sim time the loop must cover to count as running (200 lockstep steps at 1 kHz).
 SIM_TIME_TO_REACH_S = 0.2
+MAX_POSITION_ERROR_M = 1e-3  # tracking error the controller reports in /diagnostics
 
 
 @pytest.mark.launch_test
@@ -49,25 +51,37 @@ class TestClosedLoopRuns(unittest.TestCase):
         rclpy.shutdown()
 
     def test_clock_advances_with_commands_poses_and_a_healthy_controller(self):
-        seen = {"clock": 0.0, "commands": [], "poses": [], "controller_levels": []}
+        seen = {"clock": 0.0, "commands": [], "poses": [], "controller": []}
 
         def on_clock(message):
             seen["clock"] = message.clock.sec + 1e-9 * message.clock.nanosec
 
         def on_diagnostics(message):
-            seen["controller_levels"] += [s.level for s in message.status if s.name.startswith("hexapod_controller")]
+            seen["controller"] += [s for s in message.status if s.name.startswith("hexapod_controller")]
+
+        def complete():
+            return seen["clock"] >= SIM_TIME_TO_REACH_S and seen["commands"] and seen["poses"] and seen["controller"]
 
         self.node.create_subscription(Clock, "/clock", on_clock, 10)
         self.node.create_subscription(Float64MultiArray, "/effort_controller/commands", seen["commands"].append, 10)
         self.node.create_subscription(PoseStamped, "/hexapod/platform_pose", seen["poses"].append, 10)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+        # Wait for every topic, not only the clock: this node discovers each publisher separately,
+        # and the simulator (/clock) may be matched seconds before the controller.
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while seen["clock"] < SIM_TIME_TO_REACH_S and time.monotonic() < deadline:
+        while not complete() and time.monotonic() < deadline:
             rclpy.spin_once(self.node, timeout_sec=0.1)
         self.assertGreaterEqual(seen["clock"], SIM_TIME_TO_REACH_S, "the simulation did not advance")
-        self.assertTrue(seen["commands"] and all(len(c.data) == 6 for c in seen["commands"]))
-        self.assertTrue(seen["poses"])
-        self.assertNotIn(DiagnosticStatus.ERROR, seen["controller_levels"])
+        self.assertTrue(seen["commands"], "no effort command")
+        self.assertTrue(all(len(c.data) == 6 for c in seen["commands"]))
+        self.assertTrue(seen["poses"], "no platform pose")
+        self.assertTrue(seen["controller"], "no controller diagnostics")
+        self.assertNotIn(DiagnosticStatus.ERROR, [s.level for s in seen["controller"]])
+        # Computed torque on the embedded plant tracks to ~1e-6 m; 1 mm only catches a broken loop.
+        errors = [float(v.value) for s in seen["controller"] for v in s.values if v.key == "position_error_norm"]
+        finite = [e for e in errors if math.isfinite(e)]
+        self.assertTrue(finite, f"no tracking error reported: {errors}")
+        self.assertLess(max(finite), MAX_POSITION_ERROR_M)
 
 
 @launch_testing.post_shutdown_test()

@@ -26,7 +26,7 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
-from hexapod_control.errors import ParameterError
+from hexapod_control.errors import InvalidInputError, ParameterError
 from hexapod_control.model import HexapodModel
 from hexapod_control.nodes.common import (
     RELIABLE_QOS,
@@ -210,6 +210,18 @@ def test_fk_node_publishes_pose_twist_passive_angles_and_diagnostics(make_node, 
     assert error.message == "forward kinematics failed" and values_of(error)["error"]
     assert len(received["pose"]) == poses_before
 
+    # A NaN joint state: an "invalid joint state" ERROR naming the joint, and still no pose.
+    publisher.publish(joint_state(2.5, np.concatenate((q[:4], [math.nan], q[5:]))))
+    spin_until(
+        executor,
+        lambda: any(status_of(d).message == "invalid joint state" for d in received["diagnostics"]),
+        DELIVERY_TIMEOUT_S,
+        "the invalid joint state diagnostic",
+    )
+    invalid = next(status_of(d) for d in received["diagnostics"] if status_of(d).message == "invalid joint state")
+    assert invalid.level == DiagnosticStatus.ERROR and NAMES.joint_names[4] in values_of(invalid)["error"]
+    assert len(received["pose"]) == poses_before and len(received["twist"]) == 1 and len(received["passive"]) == 1
+
 
 # ------------------------------------------------------------------------------------------ trajectory node
 def test_trajectory_node_reference_start_stop_and_goals(make_node, executor):
@@ -238,14 +250,18 @@ def test_trajectory_node_reference_start_stop_and_goals(make_node, executor):
     stopped = call(executor, probe.create_client(Trigger, f"/{node.get_name()}/stop"), Trigger.Request())
     assert stopped.success and "hold" in node.description
 
-    # An unreachable goal is rejected; the reachable one after it is taken (same publisher: in order).
-    unreachable, reachable = home.copy(), home.copy()
+    # Unreachable, non-finite and wrong-frame goals are rejected; the reachable one after them is
+    # taken (same publisher: in order).
+    unreachable, not_finite, reachable = home.copy(), home.copy(), home.copy()
     unreachable[2] = 1.0
+    not_finite[0] = math.nan
     reachable[2] += 0.01
-    goal_publisher.publish(pose_stamped(unreachable))
-    goal_publisher.publish(pose_stamped(reachable))
+    wrong_frame = pose_stamped(reachable)
+    wrong_frame.header.frame_id = "not_" + NAMES.base_frame
+    for goal in (pose_stamped(unreachable), pose_stamped(not_finite), wrong_frame, pose_stamped(reachable)):
+        goal_publisher.publish(goal)
     spin_until(executor, lambda: node.description.startswith("move to"), DELIVERY_TIMEOUT_S, "the move to the goal")
-    assert node.goals_rejected == 1
+    assert node.goals_rejected == 3
     np.testing.assert_allclose(node.active.target_pose, reachable, atol=1e-12)
 
 
@@ -339,6 +355,45 @@ def test_controller_node_answers_bad_joint_states_with_zero_force(make_node, exe
     assert io.arm().success
     forces = io.command_after(lambda: io.states.publish(joint_state(0.03, HOME_Q)))
     np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), atol=1e-9)
+
+
+def test_controller_node_holds_on_a_malformed_reference(make_node, executor, tmp_path):
+    """A reference message with two points is a HOLD fault (gravity compensation), not a target."""
+    node = make_node(ControllerNode, controller="computed_torque", params_file=variant_file(tmp_path, HAND_FED_SAFETY))
+    io = ControllerProbe(make_node, executor, node)
+    io.command_after(lambda: io.states.publish(joint_state(0.0, HOME_Q)))
+    assert io.arm().success
+    home = home_pose(HexapodModel(PARAMETERS))
+    # Offset by 1 cm: tracking it would give forces far from the hold force g_bar(q).
+    target = home + np.array([0.01, 0.0, 0.0, 0.0, 0.0, 0.0])
+    malformed = reference_message(0.0, NAMES.base_frame, reference_point_from_euler(target, np.zeros(6), np.zeros(6)))
+    malformed.points = [malformed.points[0], malformed.points[0]]
+    io.references.publish(malformed)
+    spin_until(executor, lambda: node.supervisor.invalid_references == 1, DELIVERY_TIMEOUT_S, "the malformed reference at the node")
+    forces = io.command_after(lambda: io.states.publish(joint_state(0.001, HOME_Q)))
+    np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), atol=1e-9)
+    status = io.wait_for_status(lambda s: s.level == DiagnosticStatus.ERROR, "the ERROR diagnostic")
+    assert "invalid reference" in status.message and "exactly one point" in status.message
+    assert values_of(status)["state"] == "fault" and values_of(status)["action"] == "hold"
+    assert values_of(status)["invalid_references"] == "1"
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda m: setattr(m, "joint_names", ["platform", "extra"]), "joint_names"),
+        (lambda m: setattr(m, "points", []), "exactly one point"),
+        (lambda m: setattr(m.points[0], "transforms", []), "one transform"),
+        (lambda m: setattr(m.points[0], "velocities", list(m.points[0].velocities) * 2), "at most one velocity"),
+    ],
+    ids=["joint_names", "no_point", "no_transform", "two_velocities"],
+)
+def test_reference_conversion_rejects_malformed_messages(edit, words):
+    message = reference_message(0.0, NAMES.base_frame, reference_point_from_euler(home_pose(HexapodModel(PARAMETERS)), np.zeros(6), np.zeros(6)))
+    assert euler_from_reference_point(reference_point(message)) is not None  # the unedited message converts
+    edit(message)
+    with pytest.raises(InvalidInputError, match=words):
+        reference_point(message)
 
 
 # ------------------------------------------------------------------------------------------ simulator node

@@ -1,5 +1,6 @@
 """The safety supervisor without ROS: every row of the safe-behaviour rule, latching and re-arming."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -248,3 +249,69 @@ def test_repeated_or_out_of_order_joint_states_are_not_taken(supervisor):
     assert not supervisor.is_new(0.002)  # a resent copy
     assert not supervisor.is_new(0.0015)  # out of order
     assert supervisor.repeated_joint_states == 2
+
+
+@pytest.mark.parametrize(
+    "make_point, words",
+    [
+        (lambda point: None, "reference must hold exactly one point"),  # the node's conversion error
+        (lambda point: dataclasses.replace(point, rotation=(0.0, 0.0, 0.0, 0.0)), "no orientation"),
+        (lambda point: reference_point_from_euler([0.0, 0.0, 0.42, 0.0, math.pi / 2, 0.0], np.zeros(6), np.zeros(6)),
+         "Euler singularity"),
+    ],
+    ids=["malformed_message", "zero_quaternion", "euler_singularity"],
+)
+def test_malformed_or_singular_reference_holds_latched(supervisor, controller, parameters, home, make_point, words):
+    q = armed(supervisor, controller, parameters, home)
+    point = make_point(reference_point_from_euler(home, np.zeros(6), np.zeros(6)))
+    assert not supervisor.reference_point(0.001, 0.001, point, "reference must hold exactly one point, got 2")
+    feed(supervisor, 0.001, q)
+    decision = supervisor.command(0.001, lambda *args: pytest.fail("controller ran on an invalid reference"))
+    assert decision.action == Action.HOLD and words in decision.reason
+    assert supervisor.state == SupervisorState.FAULT and supervisor.invalid_references == 1
+    np.testing.assert_allclose(decision.forces, hold_forces(parameters, supervisor, q, np.zeros(6)), rtol=1e-12)
+    # The earlier valid reference is not used again: a fresh valid one does not clear the latch.
+    assert give_reference(supervisor, 0.002, home)
+    feed(supervisor, 0.002, q)
+    assert supervisor.command(0.002, controller.update).action == Action.HOLD
+
+
+def test_controller_returning_non_finite_forces_holds(supervisor, controller, parameters, home):
+    q = armed(supervisor, controller, parameters, home)
+    good = controller.update(0.0, q, np.zeros(6), supervisor.reference.reference)
+    poisoned = dataclasses.replace(good, forces=np.array([0.0, 0.0, math.nan, 0.0, 0.0, 0.0]))
+    assert not poisoned.safe_output
+    decision = supervisor.command(0.0, lambda *args: poisoned)
+    assert decision.action == Action.HOLD and "invalid forces" in decision.reason
+    assert np.all(np.isfinite(decision.forces))
+    np.testing.assert_allclose(decision.forces, hold_forces(parameters, supervisor, q, np.zeros(6)), rtol=1e-12)
+
+
+def test_hold_force_not_computable_gives_zero(supervisor, controller, parameters, home):
+    """Inside the travel but q0 + q1 > 2L: nothing assembles, so no gravity force exists -> ZERO."""
+    armed(supervisor, controller, parameters, home)
+    q = np.full(6, parameters.home_actuator_position)
+    q[:2] = 0.39
+    assert q[0] + q[1] > 2 * parameters.geometry.leg_length
+    HexapodModel(parameters).check_joint_limits(q)  # not a limit violation: the HOLD path is taken
+    feed(supervisor, 0.001, q)
+    decision = supervisor.command(0.001, controller.update)
+    assert decision.action == Action.ZERO and np.all(decision.forces == 0.0)
+    assert supervisor.state == SupervisorState.FAULT and supervisor.fault_action == Action.ZERO
+    assert "hold force not computable" in decision.reason
+
+
+def test_command_on_stale_feedback_gives_zero_without_the_watchdog(supervisor, controller, parameters, home):
+    armed(supervisor, controller, parameters, home)
+    late = 2 * supervisor.settings.joint_state_timeout
+    decision = supervisor.command(late, lambda *args: pytest.fail("controller ran on stale feedback"))
+    assert decision.action == Action.ZERO and np.all(decision.forces == 0.0)
+    assert supervisor.state == SupervisorState.FAULT and supervisor.fault_action == Action.ZERO
+
+
+def test_non_finite_joint_state_stamp_gives_zero(supervisor, controller, parameters, home):
+    q = armed(supervisor, controller, parameters, home)
+    assert supervisor.joint_state(0.001, math.nan, NAMES, list(q), [0.0] * 6) is None
+    decision = supervisor.command(0.001, controller.update)
+    assert decision.action == Action.ZERO and "stamp" in supervisor.reason
+    assert supervisor.invalid_joint_states == 1
