@@ -50,6 +50,9 @@ MESSAGE_TYPES = {
     "clock": "rosgraph_msgs/msg/Clock",
 }
 REFERENCE_JOINT_NAME = "platform"  # the one "joint" of the MultiDOF reference
+# A message's quaternion must be a rotation: a norm this far from 1 means a garbage or zero-filled
+# orientation, which normalising would turn into an arbitrary large rotation target.
+QUATERNION_NORM_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,20 @@ def reference_point_from_euler(pose, velocity, acceleration) -> ReferencePoint:
     )
 
 
+def euler_from_message_quaternion(x: float, y: float, z: float, w: float) -> tuple[float, float, float]:
+    """ZYX Euler angles of a message's unit quaternion; InvalidInputError unless |q| = 1."""
+    norm = math.sqrt(x * x + y * y + z * z + w * w)
+    if not abs(norm - 1.0) <= QUATERNION_NORM_TOLERANCE:
+        raise InvalidInputError(f"orientation quaternion ({x}, {y}, {z}, {w}) has norm {norm}, not 1")
+    return euler_zyx_from_quaternion(x, y, z, w)
+
+
+def check_frame(frame_id: str, base_frame: str, what: str) -> None:
+    """A message in another frame would be taken as a base-frame target: reject it (empty = base)."""
+    if frame_id not in ("", base_frame):
+        raise InvalidInputError(f"{what} is in frame {frame_id!r}; expected {base_frame!r}")
+
+
 def euler_from_reference_point(point: ReferencePoint) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Message numbers -> (xi_d, xi_d_dot, xi_d_ddot); raises InvalidInputError on bad numbers."""
     values = (
@@ -167,8 +184,8 @@ def euler_from_reference_point(point: ReferencePoint) -> tuple[np.ndarray, np.nd
     if len(values) != 19 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
         raise InvalidInputError(f"reference point holds a non-finite or missing value: {values}")
     try:
-        euler = euler_zyx_from_quaternion(*point.rotation)
-    except ValueError as error:
+        euler = euler_from_message_quaternion(*point.rotation)
+    except InvalidInputError as error:
         raise InvalidInputError(f"reference orientation: {error}") from error
     if abs(math.cos(euler[1])) < 1e-6:
         raise InvalidInputError(f"reference orientation is at the ZYX Euler singularity mu = {euler[1]}")

@@ -357,8 +357,26 @@ def test_controller_node_answers_bad_joint_states_with_zero_force(make_node, exe
     np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), atol=1e-9)
 
 
-def test_controller_node_holds_on_a_malformed_reference(make_node, executor, tmp_path):
-    """A reference message with two points is a HOLD fault (gravity compensation), not a target."""
+def two_points(message):
+    message.points = [message.points[0], message.points[0]]
+
+
+def foreign_frame(message):
+    message.header.frame_id = "camera"
+
+
+def scaled_quaternion(message):
+    rotation = message.points[0].transforms[0].rotation
+    rotation.x, rotation.y, rotation.z, rotation.w = 0.0, 0.0, 1e-150, 1e-150  # normalised: a 90 deg yaw
+
+
+@pytest.mark.parametrize(
+    "spoil, words",
+    [(two_points, "exactly one point"), (foreign_frame, "frame 'camera'"), (scaled_quaternion, "norm")],
+    ids=["two_points", "foreign_frame", "non_unit_quaternion"],
+)
+def test_controller_node_holds_on_a_malformed_reference(make_node, executor, tmp_path, spoil, words):
+    """A malformed reference is a HOLD fault (gravity compensation), never a target."""
     node = make_node(ControllerNode, controller="computed_torque", params_file=variant_file(tmp_path, HAND_FED_SAFETY))
     io = ControllerProbe(make_node, executor, node)
     io.command_after(lambda: io.states.publish(joint_state(0.0, HOME_Q)))
@@ -367,13 +385,13 @@ def test_controller_node_holds_on_a_malformed_reference(make_node, executor, tmp
     # Offset by 1 cm: tracking it would give forces far from the hold force g_bar(q).
     target = home + np.array([0.01, 0.0, 0.0, 0.0, 0.0, 0.0])
     malformed = reference_message(0.0, NAMES.base_frame, reference_point_from_euler(target, np.zeros(6), np.zeros(6)))
-    malformed.points = [malformed.points[0], malformed.points[0]]
+    spoil(malformed)
     io.references.publish(malformed)
     spin_until(executor, lambda: node.supervisor.invalid_references == 1, DELIVERY_TIMEOUT_S, "the malformed reference at the node")
     forces = io.command_after(lambda: io.states.publish(joint_state(0.001, HOME_Q)))
     np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), atol=1e-9)
     status = io.wait_for_status(lambda s: s.level == DiagnosticStatus.ERROR, "the ERROR diagnostic")
-    assert "invalid reference" in status.message and "exactly one point" in status.message
+    assert "invalid reference" in status.message and words in status.message
     assert values_of(status)["state"] == "fault" and values_of(status)["action"] == "hold"
     assert values_of(status)["invalid_references"] == "1"
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hexapod_control import InvalidInputError
 from hexapod_control.ros_conventions import (
     ReferencePoint,
+    check_frame,
     effort_array,
     euler_from_reference_point,
     joint_state_arrays,
@@ -115,6 +116,8 @@ def test_reference_point_round_trip_and_bad_numbers():
         euler_from_reference_point(ReferencePoint(**{**fields, "linear_velocity": (0.0, float("nan"), 0.0)}))
     with pytest.raises(InvalidInputError, match="orientation"):
         euler_from_reference_point(ReferencePoint(**{**fields, "rotation": (0.0, 0.0, 0.0, 0.0)}))
+    with pytest.raises(InvalidInputError, match="norm"):  # 2x a unit quaternion: not a rotation message
+        euler_from_reference_point(ReferencePoint(**{**fields, "rotation": (0.0, 0.0, 0.0, 2.0)}))
     gimbal = quaternion_from_euler_zyx((0.0, math.pi / 2, 0.0))
     with pytest.raises(InvalidInputError, match="singularity"):
         euler_from_reference_point(ReferencePoint(**{**fields, "rotation": gimbal}))
@@ -148,3 +151,10 @@ def test_effort_arrays_and_stamps():
         sec, nanosec = stamp_fields(t)
         assert 0 <= nanosec < 1_000_000_000
         assert time_from_stamp(SimpleNamespace(sec=sec, nanosec=nanosec)) == pytest.approx(t, abs=1e-9)
+
+
+def test_frames_other_than_the_base_are_rejected():
+    check_frame("", "hexapod_base", "reference")
+    check_frame("hexapod_base", "hexapod_base", "reference")
+    with pytest.raises(InvalidInputError, match="'map'"):
+        check_frame("map", "hexapod_base", "reference")

@@ -53,7 +53,7 @@ from hexapod_control.nodes.common import (
     run_node,
     seconds,
 )
-from hexapod_control.ros_conventions import TOPICS, RosNames, time_from_stamp
+from hexapod_control.ros_conventions import TOPICS, RosNames, check_frame, time_from_stamp
 from hexapod_control.safety import (
     Action,
     Decision,
@@ -111,6 +111,7 @@ class ControllerNode(Node):
     def _on_reference(self, message: MultiDOFJointTrajectory) -> None:
         now, stamp = seconds(self), time_from_stamp(message.header.stamp)
         try:
+            check_frame(message.header.frame_id, self.names.base_frame, "reference")
             point, error = reference_point(message), ""
         except InvalidInputError as failure:
             point, error = None, str(failure)

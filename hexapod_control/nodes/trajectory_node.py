@@ -41,8 +41,13 @@ from hexapod_control.nodes.common import (
     run_node,
     seconds,
 )
-from hexapod_control.ros_conventions import TOPICS, RosNames, reference_point_from_euler
-from hexapod_control.rotations import euler_zyx_from_quaternion
+from hexapod_control.ros_conventions import (
+    TOPICS,
+    RosNames,
+    check_frame,
+    euler_from_message_quaternion,
+    reference_point_from_euler,
+)
 from hexapod_control.trajectories import (
     HoldTrajectory,
     Reference,
@@ -134,8 +139,7 @@ class TrajectoryNode(Node):
 
     def _on_goal_pose(self, message: PoseStamped) -> None:
         try:
-            if message.header.frame_id not in ("", self.names.base_frame):
-                raise InvalidInputError(f"goal frame {message.header.frame_id!r} is not {self.names.base_frame!r}")
+            check_frame(message.header.frame_id, self.names.base_frame, "goal pose")
             target = _pose_vector(message)
             move = self._move_to(target)
         except (HexapodError, ValueError) as error:  # UnreachablePoseError is a HexapodError
@@ -194,7 +198,7 @@ def _pose_vector(message: PoseStamped) -> np.ndarray:
     values = np.array([p.x, p.y, p.z, o.x, o.y, o.z, o.w])
     if not np.all(np.isfinite(values)):
         raise InvalidInputError(f"pose holds a non-finite value: {values.tolist()}")
-    return np.array([p.x, p.y, p.z, *euler_zyx_from_quaternion(o.x, o.y, o.z, o.w)])
+    return np.array([p.x, p.y, p.z, *euler_from_message_quaternion(o.x, o.y, o.z, o.w)])
 
 
 def main(args=None) -> int:
