@@ -255,7 +255,7 @@ def test_repeated_or_out_of_order_joint_states_are_not_taken(supervisor):
     "make_point, words",
     [
         (lambda point: None, "reference must hold exactly one point"),  # the node's conversion error
-        (lambda point: dataclasses.replace(point, rotation=(0.0, 0.0, 0.0, 0.0)), "no orientation"),
+        (lambda point: dataclasses.replace(point, rotation=(0.0, 0.0, 0.0, 0.0)), "has norm 0.0, not 1"),
         (lambda point: reference_point_from_euler([0.0, 0.0, 0.42, 0.0, math.pi / 2, 0.0], np.zeros(6), np.zeros(6)),
          "Euler singularity"),
     ],
