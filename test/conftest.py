@@ -48,3 +48,28 @@ def pytest_report_header(config):
 def pytest_unconfigure(config):
     if _ROS_LOG_DIR is not None:
         shutil.rmtree(_ROS_LOG_DIR, ignore_errors=True)
+
+
+@pytest.fixture
+def context():
+    """A fresh rclpy Context per test, so no test sees another's nodes or leftovers."""
+    rclpy = pytest.importorskip("rclpy")
+    from rclpy.context import Context
+
+    ctx = Context()
+    rclpy.init(context=ctx)
+    try:
+        yield ctx
+    finally:
+        rclpy.try_shutdown(context=ctx)
+
+
+@pytest.fixture
+def executor(context):
+    from rclpy.executors import SingleThreadedExecutor
+
+    ex = SingleThreadedExecutor(context=context)
+    try:
+        yield ex
+    finally:
+        ex.shutdown()

@@ -8,7 +8,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -17,8 +16,7 @@ import yaml
 rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import PoseStamped, TwistStamped
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
+from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, spin_until
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
@@ -52,9 +50,6 @@ from hexapod_control.rotations import (
 )
 from hexapod_control.trajectories import home_pose
 
-DISCOVERY_TIMEOUT_S = 20.0  # DDS discovery is ~3 s; the margin is for a loaded 2-core machine
-DELIVERY_TIMEOUT_S = 10.0
-SPIN_STEP_S = 0.05
 # Wall-clock tests publish joint states by hand, far slower than 1 kHz: the safety timeouts of the
 # shipped file (20 ms) would fire between two of them, so these tests widen them.
 HAND_FED_SAFETY = {"joint_state_timeout": 1.0, "watchdog_period": 0.05, "reference_timeout": 30.0}
@@ -65,23 +60,8 @@ HOME_Q = np.full(6, PARAMETERS.home_actuator_position)
 
 
 # ------------------------------------------------------------------------------------------ fixtures
-@pytest.fixture
-def context():
-    ctx = Context()
-    rclpy.init(context=ctx)
-    try:
-        yield ctx
-    finally:
-        rclpy.try_shutdown(context=ctx)
 
 
-@pytest.fixture
-def executor(context):
-    ex = SingleThreadedExecutor(context=context)
-    try:
-        yield ex
-    finally:
-        ex.shutdown()
 
 
 @pytest.fixture
@@ -108,12 +88,6 @@ def make_node(context, executor):
         node.destroy_node()
 
 
-def spin_until(executor, condition, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        executor.spin_once(timeout_sec=SPIN_STEP_S)
 
 
 def wait_matched(executor, publishers=(), subscriptions=()):

@@ -3,7 +3,6 @@ real rclpy publishers (fresh Context per test, matching awaited by spinning, nev
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -89,40 +88,15 @@ def test_topic_overrides():
 
 # ------------------------------------------------------------------------------------------ recorder node
 rclpy = pytest.importorskip("rclpy")
-from rclpy.context import Context  # noqa: E402
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, spin_until  # noqa: E402
 
-DISCOVERY_TIMEOUT_S = 20.0  # DDS discovery usually takes well under 3 s; margin for a loaded CI machine
-DELIVERY_TIMEOUT_S = 10.0
-SPIN_STEP_S = 0.1
 MESSAGES_PER_TOPIC = 20
 
 
-@pytest.fixture
-def context():
-    ctx = Context()
-    rclpy.init(context=ctx)
-    try:
-        yield ctx
-    finally:
-        rclpy.try_shutdown(context=ctx)
 
 
-@pytest.fixture
-def executor(context):
-    ex = SingleThreadedExecutor(context=context)
-    try:
-        yield ex
-    finally:
-        ex.shutdown()
 
 
-def spin_until(executor, condition, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        executor.spin_once(timeout_sec=SPIN_STEP_S)
 
 
 @pytest.mark.parametrize("storage", ["mcap", "sqlite3"])

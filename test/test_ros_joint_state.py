@@ -4,55 +4,27 @@ import ipaddress
 import os
 import socket
 import struct
-import time
 from pathlib import Path
 
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
 import ros_environment  # noqa: E402
-from rclpy.context import Context  # noqa: E402
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, spin_until  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 
 # DDS discovery usually takes well under 3 s; the margin is for a loaded 2-core CI machine.
-DISCOVERY_TIMEOUT_S = 20.0
-DELIVERY_TIMEOUT_S = 10.0
 # How long one executor wait may block before the deadline is checked again.
-SPIN_STEP_S = 0.1
 
 JOINT_NAMES = [f"q{i}" for i in range(6)]
 TOPIC = "joint_states"
 
 
-@pytest.fixture
-def context():
-    """A fresh rclpy Context per test, so no test sees another's nodes or leftovers."""
-    ctx = Context()
-    rclpy.init(context=ctx)
-    try:
-        yield ctx
-    finally:
-        rclpy.try_shutdown(context=ctx)
 
 
-@pytest.fixture
-def executor(context):
-    ex = SingleThreadedExecutor(context=context)
-    try:
-        yield ex
-    finally:
-        ex.shutdown()
 
 
-def spin_until(executor, condition, timeout_s, what):
-    """Process callbacks until `condition()` holds; fail after `timeout_s` seconds."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        executor.spin_once(timeout_sec=SPIN_STEP_S)
 
 
 def test_joint_state_round_trip(context, executor):
