@@ -520,74 +520,67 @@ def _forward_jacobians(program: KinematicProgram, rates) -> dict[sp.Symbol, dict
 
 
 # ------------------------------------------------------------------------------ code emission
-class _Printer(PythonCodePrinter):
+class _PowerRules:
+    """Small integer and half-integer powers as products and square roots, for both printers.
+
+    Python and C print the same operations in the same order, so both round alike; a subclass
+    names its literal one and its square root.
+    """
+
+    one, sqrt = "1", "math.sqrt"
+
+    def _special_power(self, expr):
+        """The printed power, or None for an exponent without a rule here."""
+        base, exponent = expr.as_base_exp()
+        b = self.parenthesize(base, 100)  # always parenthesised unless atomic
+        one, sqrt = self.one, self.sqrt
+        if exponent == 2:
+            return f"{b}*{b}"
+        if exponent == 3:
+            return f"{b}*{b}*{b}"
+        if exponent == -1:
+            return f"{one}/{b}"
+        if exponent == -2:
+            return f"{one}/({b}*{b})"
+        if exponent == -3:
+            return f"{one}/({b}*{b}*{b})"
+        if exponent == sp.S.Half:
+            return f"{sqrt}({self._print(base)})"
+        if exponent == -sp.S.Half:
+            return f"{one}/{sqrt}({self._print(base)})"
+        if exponent == sp.Rational(3, 2):
+            return f"{b}*{sqrt}({self._print(base)})"
+        if exponent == sp.Rational(-3, 2):
+            return f"{one}/({b}*{sqrt}({self._print(base)}))"
+        return None
+
+    def parenthesize(self, item, level, strict=False):
+        if isinstance(item, (sp.Symbol, sp.Integer)):
+            return self._print(item)
+        return f"({self._print(item)})"
+
+
+class _Printer(_PowerRules, PythonCodePrinter):
     """Python with math.*; small integer and half-integer powers as products and sqrt."""
 
     def __init__(self):
         super().__init__({"fully_qualified_modules": True, "standard": "python3"})
 
     def _print_Pow(self, expr, rational=False):
-        base, exponent = expr.as_base_exp()
-        b = self.parenthesize(base, 100)  # always parenthesised unless atomic
-        if exponent == 2:
-            return f"{b}*{b}"
-        if exponent == 3:
-            return f"{b}*{b}*{b}"
-        if exponent == -1:
-            return f"1/{b}"
-        if exponent == -2:
-            return f"1/({b}*{b})"
-        if exponent == -3:
-            return f"1/({b}*{b}*{b})"
-        if exponent == sp.S.Half:
-            return f"math.sqrt({self._print(base)})"
-        if exponent == -sp.S.Half:
-            return f"1/math.sqrt({self._print(base)})"
-        if exponent == sp.Rational(3, 2):
-            return f"{b}*math.sqrt({self._print(base)})"
-        if exponent == sp.Rational(-3, 2):
-            return f"1/({b}*math.sqrt({self._print(base)}))"
-        return super()._print_Pow(expr, rational=rational)
-
-    def parenthesize(self, item, level, strict=False):
-        if isinstance(item, (sp.Symbol, sp.Integer)):
-            return self._print(item)
-        return f"({self._print(item)})"
+        return self._special_power(expr) or super()._print_Pow(expr, rational=rational)
 
 
-class _CPrinter(C99CodePrinter):
+class _CPrinter(_PowerRules, C99CodePrinter):
     """C99 with the same products and square roots as :class:`_Printer`, so both round alike."""
+
+    one, sqrt = "1.0", "sqrt"
 
     def __init__(self):
         super().__init__({"math_macros": {}})
 
     def _print_Pow(self, expr, rational=False):
-        base, exponent = expr.as_base_exp()
-        b = self.parenthesize(base, 100)
-        if exponent == 2:
-            return f"{b}*{b}"
-        if exponent == 3:
-            return f"{b}*{b}*{b}"
-        if exponent == -1:
-            return f"1.0/{b}"
-        if exponent == -2:
-            return f"1.0/({b}*{b})"
-        if exponent == -3:
-            return f"1.0/({b}*{b}*{b})"
-        if exponent == sp.S.Half:
-            return f"sqrt({self._print(base)})"
-        if exponent == -sp.S.Half:
-            return f"1.0/sqrt({self._print(base)})"
-        if exponent == sp.Rational(3, 2):
-            return f"{b}*sqrt({self._print(base)})"
-        if exponent == sp.Rational(-3, 2):
-            return f"1.0/({b}*sqrt({self._print(base)}))"
-        return super()._print_Pow(expr)  # pow(x, n): what Python's float ** int calls too
-
-    def parenthesize(self, item, level, strict=False):
-        if isinstance(item, (sp.Symbol, sp.Integer)):
-            return self._print(item)
-        return f"({self._print(item)})"
+        # pow(x, n) otherwise: what Python's float ** int calls too
+        return self._special_power(expr) or super()._print_Pow(expr)
 
 
 def _topological(definitions: list[tuple[sp.Symbol, sp.Expr]], roots: list[sp.Expr]) -> list[tuple[sp.Symbol, sp.Expr]]:
