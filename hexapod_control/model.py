@@ -29,7 +29,7 @@ from hexapod_control.kinematics import (
     _sub,
 )
 from hexapod_control.parameters import HexapodParameters, load_parameters
-from hexapod_control.rotations import euler_zyx_from_axes, rotation_from_euler_zyx
+from hexapod_control.rotations import euler_zyx_from_axes, rotation_rows_from_euler_zyx
 from hexapod_control.validation import as_vector
 
 JOINT_NAMES = tuple(f"q{k}" for k in range(6))
@@ -276,13 +276,13 @@ class HexapodModel:
         position = as_vector(position, 3, "position", ("x", "y", "z"))
         euler = as_vector(euler_zyx, 3, "euler_zyx", ("lambda", "mu", "nu"))
         chains = self._chains
-        rotation = rotation_from_euler_zyx(euler)
-        z_axis = tuple(rotation[:, 2])
+        rows_of_rotation = rotation_rows_from_euler_zyx(euler)
+        z_axis = (rows_of_rotation[0][2], rows_of_rotation[1][2], rows_of_rotation[2][2])
         centre = _sub(position, _scale(chains.platform_offset, z_axis))
         leg = chains.leg_length
         q, phi = [0.0] * 6, [0.0] * 3
         for side, local_apex in enumerate(chains.platform_apexes):
-            apex = _add(centre, tuple(rotation @ np.array(local_apex)))
+            apex = _add(centre, tuple(_dot(row, local_apex) for row in rows_of_rotation))
             along, across, up = chains.to_side(side, apex)
             across -= chains.side_offset
             height = math.hypot(across, up)
@@ -294,7 +294,7 @@ class HexapodModel:
             half_qbar = math.sqrt(leg * leg - height * height)
             q[2 * side], q[2 * side + 1] = half_qbar - along, half_qbar + along
             phi[side] = math.atan2(up, across)
-        _, rows, _ = chains.closure(q, phi)
+        _, rows, _ = chains.closure_residual_and_slopes(q, phi)
         if not self._is_physical_mode(phi, rows):
             raise UnreachablePoseError(
                 f"pose {list(position) + list(euler)} needs phi = {phi}, outside the physical "
@@ -447,7 +447,7 @@ class HexapodModel:
     def constraint_residual(self, q, phi) -> np.ndarray:
         """gamma(q, phi) = (|P_j - P_i|^2 - L_P^2) / 2 for (i, j) = (1,2), (2,3), (3,1) [m^2]."""
         q = self._joint_vector(q)
-        return np.array(self._chains.closure(q, self._phi_vector(phi))[0])
+        return np.array(self._chains.closure_residual_and_slopes(q, self._phi_vector(phi))[0])
 
     def slider_positions(self, q) -> np.ndarray:
         """Rows D_0..D_5, the universal-joint centres, in the base frame (6, 3)."""

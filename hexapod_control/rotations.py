@@ -27,14 +27,17 @@ def euler_zyx_from_rotation(rotation) -> Vec:
 
 
 def rotation_from_euler_zyx(euler) -> np.ndarray:
+    return np.array(rotation_rows_from_euler_zyx(euler))
+
+
+def rotation_rows_from_euler_zyx(euler) -> tuple[Vec, Vec, Vec]:
+    """Rows of Rz(lambda) Ry(mu) Rx(nu) as float tuples (for loops where numpy costs more)."""
     lam, mu, nu = euler
     cl, sl, cm, sm, cn, sn = (math.cos(lam), math.sin(lam), math.cos(mu), math.sin(mu), math.cos(nu), math.sin(nu))
-    return np.array(
-        [
-            [cl * cm, cl * sm * sn - sl * cn, cl * sm * cn + sl * sn],
-            [sl * cm, sl * sm * sn + cl * cn, sl * sm * cn - cl * sn],
-            [-sm, cm * sn, cm * cn],
-        ]
+    return (
+        (cl * cm, cl * sm * sn - sl * cn, cl * sm * cn + sl * sn),
+        (sl * cm, sl * sm * sn + cl * cn, sl * sm * cn - cl * sn),
+        (-sm, cm * sn, cm * cn),
     )
 
 
