@@ -62,34 +62,33 @@ def plot_tracking(metrics, path: Path) -> Path:
 
 def plot_speeds(run, metrics, path: Path) -> Path:
     """Actuator speeds vs time with the speed limit (thesis 6.12/6.16)."""
-    figure, axis = plt.subplots(figsize=WIDE)
-    for k in range(6):
-        axis.plot(run.joint_t, run.qd[:, k], color=ACTUATOR_COLOURS[k], linewidth=0.9, label=f"q{k}")
-    limit = metrics.speed_limit
-    if math.isfinite(limit) and np.max(np.abs(run.qd)) > 0.5 * limit:
-        # Draw the limit only when it is in range; otherwise it would squash the curves flat.
-        for sign in (1, -1):
-            axis.axhline(sign * limit, color="k", linestyle="--", linewidth=1.0, label="speed limit" if sign > 0 else None)
-    axis.set_xlabel("time t [s]")
-    axis.set_ylabel("actuator speed dq/dt [m/s]")
-    axis.set_title(f"{run.label}: actuator speeds (limit {limit:g} m/s)")
-    axis.grid(True, alpha=0.3)
-    axis.legend(loc="upper right", ncol=7)
-    return _save(figure, path)
+    return _plot_per_actuator(
+        run.joint_t, run.qd, "q", "speed", metrics.speed_limit, "m/s", "actuator speed dq/dt [m/s]",
+        f"{run.label}: actuator speeds", path,
+    )
 
 
 def plot_forces(run, metrics, path: Path) -> Path:
     """Actuator forces vs time with the force limit (thesis 6.13/6.17)."""
+    return _plot_per_actuator(
+        run.effort_t, run.forces, "F", "force", metrics.forces.limit, "N", "actuator force F [N]",
+        f"{run.label}: actuator forces", path,
+    )
+
+
+def _plot_per_actuator(t, values, symbol, quantity, limit, unit, ylabel, title, path: Path) -> Path:
+    """Six actuator curves against time, with +-limit drawn when the curves come near it."""
     figure, axis = plt.subplots(figsize=WIDE)
     for k in range(6):
-        axis.plot(run.effort_t, run.forces[:, k], color=ACTUATOR_COLOURS[k], linewidth=0.9, label=f"F{k}")
-    limit = metrics.forces.limit
-    if np.max(np.abs(run.forces)) > 0.5 * limit:
+        axis.plot(t, values[:, k], color=ACTUATOR_COLOURS[k], linewidth=0.9, label=f"{symbol}{k}")
+    if math.isfinite(limit) and np.max(np.abs(values)) > 0.5 * limit:
+        # Draw the limit only when it is in range; otherwise it would squash the curves flat.
         for sign in (1, -1):
-            axis.axhline(sign * limit, color="k", linestyle="--", linewidth=1.0, label="force limit" if sign > 0 else None)
+            axis.axhline(sign * limit, color="k", linestyle="--", linewidth=1.0,
+                         label=f"{quantity} limit" if sign > 0 else None)
     axis.set_xlabel("time t [s]")
-    axis.set_ylabel("actuator force F [N]")
-    axis.set_title(f"{run.label}: actuator forces (limit {limit:g} N)")
+    axis.set_ylabel(ylabel)
+    axis.set_title(f"{title} (limit {limit:g} {unit})")
     axis.grid(True, alpha=0.3)
     axis.legend(loc="upper right", ncol=7)
     return _save(figure, path)
