@@ -26,13 +26,13 @@ def share_files(folder):
 # One line per executable: `ros2 run hexapod_control <name>`.
 CONSOLE_SCRIPTS = [
     "hexapod_main_job = hexapod_control.main_job:main",
-    "hexapod_fk_node = hexapod_control.nodes.fk_node:main",
-    "hexapod_trajectory_node = hexapod_control.nodes.trajectory_node:main",
-    "hexapod_controller_node = hexapod_control.nodes.controller_node:main",
-    "hexapod_simulator_node = hexapod_control.nodes.simulator_node:main",
-    "hexapod_sim_stack = hexapod_control.nodes.stack:main",
-    "hexapod_gazebo_description = hexapod_control.gazebo_description:main",
-    "hexapod_record = hexapod_control.nodes.recorder_node:main",
+    "hexapod_fk_node = hexapod_control.ros.fk_node:main",
+    "hexapod_trajectory_node = hexapod_control.ros.trajectory_node:main",
+    "hexapod_controller_node = hexapod_control.ros.controller_node:main",
+    "hexapod_simulator_node = hexapod_control.ros.simulator_node:main",
+    "hexapod_sim_stack = hexapod_control.ros.stack:main",
+    "hexapod_gazebo_description = hexapod_control.simulation.gazebo_description:main",
+    "hexapod_record = hexapod_control.ros.recorder_node:main",
     "hexapod_evaluate = hexapod_control.evaluation.cli:main",
     "hexapod_replay = hexapod_control.evaluation.replay:main",
 ]
@@ -41,7 +41,7 @@ setup(
     name=PACKAGE_NAME,
     version="0.1.0",
     packages=find_packages(exclude=["test", "test.*"]),
-    package_data={PACKAGE_NAME: ["generated/*.c"]},  # the C twin of the generated dynamics
+    package_data={PACKAGE_NAME: ["model/generated/*.c"]},  # the C twin of the generated dynamics
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE_NAME]),
         ("share/" + PACKAGE_NAME, ["package.xml"]),

@@ -19,9 +19,9 @@ import time
 
 import numpy as np
 
-from hexapod_control.controllers import CONTROLLER_NAMES, make_controller
-from hexapod_control.model import HexapodModel
-from hexapod_control.trajectories import make_trajectory
+from hexapod_control.control.controllers import CONTROLLER_NAMES, make_controller
+from hexapod_control.control.trajectories import make_trajectory
+from hexapod_control.model.hexapod import HexapodModel
 
 MEDIAN_TARGET_US = {"computed_torque": 300.0}
 P99_TARGET_US = {"computed_torque": 1000.0}

@@ -7,7 +7,7 @@ Two regimes: "fk" follows the validation trajectory (6.82) sampled at 1 kHz, so 
 solves the forward kinematics from the previous sample (the warm start of a control loop);
 "phi" passes the passive angles, as a caller that already ran the kinematics does.
 Speed is reported, never asserted; the machine's load shows in the p99 column.
---backend selects the generated terms (hexapod_control.compiled): the Python module, its compiled
+--backend selects the generated terms (hexapod_control.model.compiled): the Python module, its compiled
 C twin, or both one after the other (default); HEXAPOD_DYNAMICS_BACKEND is ignored here.
 """
 
@@ -21,9 +21,10 @@ import time
 
 import numpy as np
 
-from hexapod_control import HexapodModel, compiled, load_parameters
-from hexapod_control import dynamics as dynamics_module
-from hexapod_control.dynamics import ReducedDynamics
+from hexapod_control import HexapodModel, load_parameters
+from hexapod_control.model import compiled
+from hexapod_control.model import dynamics as dynamics_module
+from hexapod_control.model.dynamics import ReducedDynamics
 
 CONTROL_PERIOD = 1e-3  # [s] samples of the trajectory, as in a 1 kHz loop
 WARM_UP_CALLS = 200

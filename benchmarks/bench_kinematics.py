@@ -12,7 +12,7 @@ import numpy as np
 from timing import print_header, print_row, time_calls, time_sequence
 
 from hexapod_control import HexapodModel
-from hexapod_control.trajectories import JointSpaceTrajectory
+from hexapod_control.control.trajectories import JointSpaceTrajectory
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hexapod_control.parameters import load_parameters
+from hexapod_control.model.parameters import load_parameters
 from hexapod_control.simulation.mujoco_plant import MujocoPlant
 
 # Trajectory (6.82) and a PD that follows it to ~0.4 mm: the benchmark's workload, not settings.

@@ -15,9 +15,9 @@ import numpy as np
 from timing import print_header, print_row
 
 from hexapod_control import HexapodModel, load_parameters
-from hexapod_control.controllers import make_controller
+from hexapod_control.control.controllers import make_controller
+from hexapod_control.control.trajectories import JointSpaceTrajectory, make_trajectory
 from hexapod_control.simulation import make_plant
-from hexapod_control.trajectories import JointSpaceTrajectory, make_trajectory
 
 OPEN_LOOP_SECONDS = 1.0
 

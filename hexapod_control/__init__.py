@@ -18,8 +18,8 @@ from hexapod_control.errors import (
     SingularityError,
     UnreachablePoseError,
 )
-from hexapod_control.model import HexapodModel
-from hexapod_control.parameters import HexapodParameters, load_parameters
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.model.parameters import HexapodParameters, load_parameters
 
 __all__ = [
     "AssemblyError",

@@ -18,10 +18,10 @@ Transports (how the stack runs; both write the same topics, types and stamps):
   ``SafetySupervisor`` (armed at the first joint state, like ``arm_on_start``), the trajectory
   sampled at each control instant and the FK node's pose. The messages the nodes would publish
   are serialized to CDR and written with the recorder's ``BagWriter``. The step order is the
-  lockstep stack's (``nodes/stack.py``): at t_k the reference stamped t_k (none at k = 0: the
+  lockstep stack's (``ros/stack.py``): at t_k the reference stamped t_k (none at k = 0: the
   controller holds; the trajectory's own t = 0 is its first publication, t_1, as the trajectory
   node's autostart does), then the joint state stamped t_k, the controller's answer, one plant step.
-* ``ros``: the real nodes (``nodes/stack.py``'s SimStack: simulator, FK, trajectory, controller)
+* ``ros``: the real nodes (``ros/stack.py``'s SimStack: simulator, FK, trajectory, controller)
   plus the recorder node (raw subscriptions) in one executor, talking over DDS. The bags agree
   with ``direct`` to round-off (test_main_job.py checks it), but every message crosses rclpy:
   measured on the shared 2-core machine, ~3 ms of wall time per 1 ms step against ~1.2 ms for
@@ -40,11 +40,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from hexapod_control.controllers import CONTROLLER_NAMES, ControlStatus, load_controller_settings, make_controller
-from hexapod_control.errors import HexapodError, ParameterError
-from hexapod_control.model import HexapodModel
-from hexapod_control.parameters import default_parameters_path, load_parameters
-from hexapod_control.recording import (
+from hexapod_control.bags.recording import (
     STORAGE_FORMATS,
     BagWriter,
     diagnostics_cdr,
@@ -55,8 +51,17 @@ from hexapod_control.recording import (
     pose_cdr,
     reference_cdr,
 )
-from hexapod_control.ros_conventions import MESSAGE_TYPES, TOPICS, RosNames
-from hexapod_control.rotations import quaternion_from_euler_zyx
+from hexapod_control.control.controllers import (
+    CONTROLLER_NAMES,
+    ControlStatus,
+    load_controller_settings,
+    make_controller,
+)
+from hexapod_control.errors import HexapodError, ParameterError
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.model.parameters import default_parameters_path, load_parameters
+from hexapod_control.model.rotations import quaternion_from_euler_zyx
+from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS, RosNames
 from hexapod_control.simulation import BACKENDS, make_plant
 
 TRAJECTORY = "operational_space"  # thesis 6.5
@@ -91,8 +96,8 @@ class Progress:
 def run_direct(params_file: str, controller_name: str, backend: str, duration: float, bag_path: Path,
                storage: str, topic_keys, progress: Optional[Progress] = None) -> dict:
     """The lockstep stack without middleware (module docstring); returns a summary dict."""
-    from hexapod_control.safety import Action, SafetySupervisor, SupervisorState, load_safety_settings
-    from hexapod_control.trajectories import make_trajectory
+    from hexapod_control.control.safety import Action, SafetySupervisor, SupervisorState, load_safety_settings
+    from hexapod_control.control.trajectories import make_trajectory
 
     parameters = load_parameters(params_file)
     names = RosNames.from_parameters(parameters)
@@ -101,14 +106,14 @@ def run_direct(params_file: str, controller_name: str, backend: str, duration: f
         raise ParameterError(f"{parameters.source}: simulation.rate must equal controllers.rate for the lockstep stack")
     plant = make_plant(backend, parameters)
     plant.reset(np.full(6, parameters.home_actuator_position))
-    # The simulated stacks' gain set (nodes/stack.py): the thesis K_p is unstable on the rigid-body
+    # The simulated stacks' gain set (ros/stack.py): the thesis K_p is unstable on the rigid-body
     # plant without rotor inertia (config: controllers.double_loop.simulated_plant).
     controller = make_controller(controller_name, HexapodModel(parameters), gain_set=SIMULATION_GAIN_SET)
     safety = load_safety_settings(parameters)
     supervisor = SafetySupervisor(HexapodModel(parameters), safety, names.joint_names)
     trajectory = make_trajectory(TRAJECTORY, HexapodModel(parameters))
     fk_model = HexapodModel(parameters)
-    from hexapod_control.ros_conventions import reference_point_from_euler
+    from hexapod_control.ros.conventions import reference_point_from_euler
 
     keys = set(topic_keys)
     writer = BagWriter(bag_path, storage)
@@ -198,8 +203,8 @@ def run_ros(params_file: str, controller_name: str, backend: str, duration: floa
     from rclpy.context import Context
     from rclpy.parameter import Parameter
 
-    from hexapod_control.nodes.recorder_node import RecorderNode, recorded_topics
-    from hexapod_control.nodes.stack import DISCOVERY_TIMEOUT_S, STEP_TIMEOUT_S, SimStack
+    from hexapod_control.ros.recorder_node import RecorderNode, recorded_topics
+    from hexapod_control.ros.stack import DISCOVERY_TIMEOUT_S, STEP_TIMEOUT_S, SimStack
 
     context = Context()
     rclpy.init(context=context)

@@ -5,7 +5,7 @@ controller nodes.
         [params_file:=/path/hexapod.yaml] [use_sim_time:=true] [gui:=true]
 
 The robot description, the controllers file and the world are generated from ``params_file`` by
-:mod:`hexapod_control.gazebo_description` into a temporary folder, so a different parameter set
+:mod:`hexapod_control.simulation.gazebo_description` into a temporary folder, so a different parameter set
 needs no other edit. Order of events, and why:
 
 1. gz sim starts PAUSED with the generated world, robot_state_publisher publishes the URDF.
@@ -36,9 +36,9 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 
-from hexapod_control import gazebo_description as gd
-from hexapod_control.parameters import default_parameters_path, load_parameters
-from hexapod_control.ros_conventions import TOPICS
+from hexapod_control.model.parameters import default_parameters_path, load_parameters
+from hexapod_control.ros.conventions import TOPICS
+from hexapod_control.simulation import gazebo_description as gd
 
 PACKAGE = "hexapod_control"
 CONTROLLERS = ("double_loop", "computed_torque")  # the controller node's `controller` choices

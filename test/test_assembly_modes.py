@@ -19,13 +19,13 @@ from hexapod_control import (
     HexapodModel,
     InvalidInputError,
 )
-from hexapod_control.assembly_modes import (
+from hexapod_control.model.assembly_modes import (
     AssemblyModes,
     _trig_coefficients,
     assembly_modes,
 )
-from hexapod_control.kinematics import SIDE_PAIRS
-from hexapod_control.parameters import default_parameters_path
+from hexapod_control.model.kinematics import SIDE_PAIRS
+from hexapod_control.model.parameters import default_parameters_path
 
 HOME_Q = 0.1765
 BETAS = np.radians([-90.0, 30.0, 150.0])

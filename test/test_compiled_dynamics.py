@@ -21,10 +21,11 @@ import numpy as np
 import pytest
 import ros_environment
 
-from hexapod_control import HexapodModel, SingularityError, compiled, dynamics, load_parameters
-from hexapod_control.dynamics import ReducedDynamics, pack_parameters
-from hexapod_control.generated import dynamics_terms as python_terms
-from hexapod_control.parameters import default_parameters_path
+from hexapod_control import HexapodModel, SingularityError, load_parameters
+from hexapod_control.model import compiled, dynamics
+from hexapod_control.model.dynamics import ReducedDynamics, pack_parameters
+from hexapod_control.model.generated import dynamics_terms as python_terms
+from hexapod_control.model.parameters import default_parameters_path
 
 GENERATED = Path(python_terms.__file__).resolve().parent
 FUNCTION_NAMES = sorted(
@@ -312,9 +313,10 @@ def run_python(code, tmp_path, **environment):
 
 
 FALLBACK_SCRIPT = """
-    from hexapod_control import HexapodModel, compiled, dynamics, load_parameters
-    from hexapod_control.dynamics import ReducedDynamics
-    from hexapod_control.parameters import default_parameters_path
+    from hexapod_control import HexapodModel, load_parameters
+    from hexapod_control.model import compiled, dynamics
+    from hexapod_control.model.dynamics import ReducedDynamics
+    from hexapod_control.model.parameters import default_parameters_path
     parameters = load_parameters(default_parameters_path("hexapod_validation.yaml"))
     model = HexapodModel(parameters.with_geometry(leg_length=0.378))
     tau = ReducedDynamics(model).gravity_term([model.parameters.home_actuator_position] * 6)

@@ -20,19 +20,19 @@ import pytest
 import yaml
 
 from hexapod_control import HexapodModel, InvalidInputError, ParameterError
-from hexapod_control.controllers import (
+from hexapod_control.control.controllers import (
     ControlStatus,
     DoubleLoopController,
     load_controller_settings,
     make_controller,
 )
-from hexapod_control.parameters import default_parameters_path, load_parameters
-from hexapod_control.trajectories import (
+from hexapod_control.control.trajectories import (
     HoldTrajectory,
     Reference,
     home_pose,
     make_trajectory,
 )
+from hexapod_control.model.parameters import default_parameters_path, load_parameters
 
 # Thesis gains (6.5.1, 6.5.2), written out independently of the YAML they are checked against.
 THESIS_K = [15, 15, 10, 15, 10, 10]

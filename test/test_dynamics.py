@@ -15,8 +15,8 @@ import pytest
 from scipy.optimize import fsolve
 
 from hexapod_control import HexapodModel, InvalidInputError, load_parameters
-from hexapod_control.dynamics import ReducedDynamics
-from hexapod_control.parameters import default_parameters_path
+from hexapod_control.model.dynamics import ReducedDynamics
+from hexapod_control.model.parameters import default_parameters_path
 
 EXPERIMENTS = "hexapod.yaml"
 VALIDATION = "hexapod_validation.yaml"
@@ -500,7 +500,7 @@ def test_generated_code_is_up_to_date():
     """
     sympy = pytest.importorskip("sympy")
     from hexapod_control.codegen import derive_dynamics
-    from hexapod_control.generated import dynamics_terms
+    from hexapod_control.model.generated import dynamics_terms
 
     if sympy.__version__ != dynamics_terms.SYMPY_VERSION:
         pytest.skip(

@@ -8,7 +8,7 @@ import pytest
 
 from hexapod_control import HexapodModel, InvalidInputError, load_parameters
 from hexapod_control.errors import SimulationDivergedError
-from hexapod_control.parameters import default_parameters_path
+from hexapod_control.model.parameters import default_parameters_path
 from hexapod_control.simulation import make_plant
 from hexapod_control.simulation.embedded import EmbeddedSimulator, load_embedded_settings
 

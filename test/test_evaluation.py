@@ -19,16 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hexapod_control.controllers import make_controller
-from hexapod_control.evaluation.bag import load_run
-from hexapod_control.evaluation.cli import main as evaluate_main
-from hexapod_control.evaluation.metrics import evaluate_run
-from hexapod_control.evaluation.model_check import inverse_dynamics_function
-from hexapod_control.evaluation.replay import main as replay_main
-from hexapod_control.evaluation.replay import replay_run
-from hexapod_control.model import HexapodModel
-from hexapod_control.parameters import load_parameters
-from hexapod_control.recording import (
+from hexapod_control.bags.recording import (
     BagWriter,
     effort_cdr,
     joint_state_cdr,
@@ -37,9 +28,18 @@ from hexapod_control.recording import (
     pose_cdr,
     reference_cdr,
 )
-from hexapod_control.ros_conventions import MESSAGE_TYPES, TOPICS, RosNames
-from hexapod_control.rotations import quaternion_from_euler_zyx
-from hexapod_control.trajectories import Reference, make_trajectory
+from hexapod_control.control.controllers import make_controller
+from hexapod_control.control.trajectories import Reference, make_trajectory
+from hexapod_control.evaluation.bag import load_run
+from hexapod_control.evaluation.cli import main as evaluate_main
+from hexapod_control.evaluation.metrics import evaluate_run
+from hexapod_control.evaluation.model_check import inverse_dynamics_function
+from hexapod_control.evaluation.replay import main as replay_main
+from hexapod_control.evaluation.replay import replay_run
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.model.parameters import load_parameters
+from hexapod_control.model.rotations import quaternion_from_euler_zyx
+from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS, RosNames
 
 PARAMETERS = load_parameters()
 JOINT_NAMES = RosNames.from_parameters(PARAMETERS).joint_names

@@ -18,10 +18,7 @@ from test_evaluation import (
     write_bag,
 )
 
-from hexapod_control.evaluation.bag import load_run
-from hexapod_control.evaluation.cli import main as evaluate_main
-from hexapod_control.evaluation.metrics import evaluate_run
-from hexapod_control.recording import (
+from hexapod_control.bags.recording import (
     BagError,
     BagWriter,
     diagnostics_cdr,
@@ -31,7 +28,10 @@ from hexapod_control.recording import (
     read_bag,
     reference_cdr,
 )
-from hexapod_control.ros_conventions import MESSAGE_TYPES, TOPICS
+from hexapod_control.evaluation.bag import load_run
+from hexapod_control.evaluation.cli import main as evaluate_main
+from hexapod_control.evaluation.metrics import evaluate_run
+from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 
 # Fraction of the storage file kept when cutting a bag short: past the first MCAP chunk / sqlite pages.
 KEPT_FRACTION = 0.6

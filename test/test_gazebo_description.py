@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import yaml
 
-from hexapod_control import gazebo_description as gd
-from hexapod_control.model import HexapodModel
-from hexapod_control.parameters import load_parameters
-from hexapod_control.ros_conventions import TOPICS, RosNames
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.model.parameters import load_parameters
+from hexapod_control.ros.conventions import TOPICS, RosNames
+from hexapod_control.simulation import gazebo_description as gd
 
 REPO = Path(__file__).resolve().parent.parent
 CONTROLLERS_FILE = REPO / "config" / "gz_ros2_controllers.yaml"
@@ -226,7 +226,7 @@ def test_controllers_file_matches_parameters_and_is_regenerated():
     parameters = load_parameters()
     assert CONTROLLERS_FILE.read_text() == gd.build_controllers_yaml(parameters), (
         "config/gz_ros2_controllers.yaml is stale: regenerate it with python -m "
-        "hexapod_control.gazebo_description --controllers config/gz_ros2_controllers.yaml"
+        "hexapod_control.simulation.gazebo_description --controllers config/gz_ros2_controllers.yaml"
     )
     config = yaml.safe_load(CONTROLLERS_FILE.read_text())
     names = RosNames.from_parameters(parameters)

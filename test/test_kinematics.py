@@ -14,11 +14,10 @@ from hexapod_control import (
     HexapodModel,
     InvalidInputError,
     UnreachablePoseError,
-    compiled,
-    dynamics,
 )
-from hexapod_control.dynamics import ReducedDynamics
-from hexapod_control.parameters import default_parameters_path
+from hexapod_control.model import compiled, dynamics
+from hexapod_control.model.dynamics import ReducedDynamics
+from hexapod_control.model.parameters import default_parameters_path
 
 HOME_Q = 0.1765
 # Trajectory (6.82) of the thesis: q_d = q(0) + c_k (1 - exp(-kappa t^3)) sin(omega_k t).

@@ -23,8 +23,8 @@ from launch.launch_description_sources import PythonLaunchDescriptionSource
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from hexapod_control.parameters import load_parameters
-from hexapod_control.ros_conventions import RosNames
+from hexapod_control.model.parameters import load_parameters
+from hexapod_control.ros.conventions import RosNames
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / "launch" / "hardware.launch.py"
 STARTUP_TIMEOUT_S = 60.0  # three node processes start and discover each other (~3 s)

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hexapod_control.bags.recording import load_recording_settings
 from hexapod_control.evaluation.bag import load_run
 from hexapod_control.main_job import run_direct
-from hexapod_control.parameters import default_parameters_path, load_parameters
-from hexapod_control.recording import load_recording_settings
-from hexapod_control.ros_conventions import RosNames
+from hexapod_control.model.parameters import default_parameters_path, load_parameters
+from hexapod_control.ros.conventions import RosNames
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHORT_DURATION_S = 0.3  # a few hundred control steps per controller: what CI can afford

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from hexapod_control import HexapodModel, load_parameters
-from hexapod_control.controllers import ControlStatus, make_controller
-from hexapod_control.rotations import wrap_angle
+from hexapod_control.control.controllers import ControlStatus, make_controller
+from hexapod_control.control.trajectories import make_trajectory
+from hexapod_control.model.rotations import wrap_angle
 from hexapod_control.simulation import make_plant
-from hexapod_control.trajectories import make_trajectory
 
 pytest.importorskip("mujoco")
 

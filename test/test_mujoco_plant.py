@@ -14,7 +14,7 @@ import pytest
 
 from hexapod_control import HexapodModel, InvalidInputError, ParameterError
 from hexapod_control.errors import SimulationDivergedError
-from hexapod_control.parameters import (
+from hexapod_control.model.parameters import (
     default_parameters_path,
     load_parameters,
     parameters_from_mapping,

@@ -16,27 +16,29 @@ import yaml
 rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import PoseStamped, TwistStamped
-from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, spin_until
 from rclpy.parameter import Parameter
+from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, spin_until
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
+from hexapod_control.control.trajectories import home_pose
 from hexapod_control.errors import InvalidInputError, ParameterError
-from hexapod_control.model import HexapodModel
-from hexapod_control.nodes.common import (
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.model.parameters import default_parameters_path, load_parameters
+from hexapod_control.model.rotations import (
+    angular_velocity_from_euler_rates,
+    quaternion_from_euler_zyx,
+)
+from hexapod_control.ros.common import (
     RELIABLE_QOS,
     reference_message,
     reference_point,
 )
-from hexapod_control.nodes.controller_node import ControllerNode
-from hexapod_control.nodes.fk_node import ForwardKinematicsNode
-from hexapod_control.nodes.simulator_node import SimulatorNode
-from hexapod_control.nodes.trajectory_node import TrajectoryNode
-from hexapod_control.parameters import default_parameters_path, load_parameters
-from hexapod_control.ros_conventions import (
+from hexapod_control.ros.controller_node import ControllerNode
+from hexapod_control.ros.conventions import (
     TOPICS,
     RosNames,
     euler_from_reference_point,
@@ -44,11 +46,9 @@ from hexapod_control.ros_conventions import (
     stamp_fields,
     time_from_stamp,
 )
-from hexapod_control.rotations import (
-    angular_velocity_from_euler_rates,
-    quaternion_from_euler_zyx,
-)
-from hexapod_control.trajectories import home_pose
+from hexapod_control.ros.fk_node import ForwardKinematicsNode
+from hexapod_control.ros.simulator_node import SimulatorNode
+from hexapod_control.ros.trajectory_node import TrajectoryNode
 
 # Wall-clock tests publish joint states by hand, far slower than 1 kHz: the safety timeouts of the
 # shipped file (20 ms) would fire between two of them, so these tests widen them.
@@ -446,7 +446,7 @@ def test_bad_parameters_stop_a_node_with_the_key_named(context, tmp_path):
 def test_node_executable_exits_with_the_key_named(tmp_path):
     bad_file = variant_file(tmp_path, edit=_negative_gain)
     result = subprocess.run(
-        [sys.executable, "-m", "hexapod_control.nodes.controller_node", "--ros-args", "-p", f"params_file:={bad_file}"],
+        [sys.executable, "-m", "hexapod_control.ros.controller_node", "--ros-args", "-p", f"params_file:={bad_file}"],
         check=False, capture_output=True, text=True, timeout=60, env=os.environ.copy(),
     )
     assert result.returncode == 1

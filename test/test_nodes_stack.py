@@ -5,8 +5,8 @@ import math
 import pytest
 
 pytest.importorskip("rclpy")
-from hexapod_control.nodes.stack import main, run_stack
-from hexapod_control.parameters import default_parameters_path
+from hexapod_control.model.parameters import default_parameters_path
+from hexapod_control.ros.stack import main, run_stack
 
 PARAMS = str(default_parameters_path())
 # Long enough for the joint-space trajectory (6.82) to ramp up (s = 1 - exp(-t^3) is 0.97 at

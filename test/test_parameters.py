@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from hexapod_control import ParameterError, load_parameters
-from hexapod_control.parameters import default_parameters_path
+from hexapod_control.model.parameters import default_parameters_path
 
 
 def write_variant(tmp_path, edit):

@@ -3,13 +3,10 @@ real rclpy publishers (fresh Context per test, matching awaited by spinning, nev
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
-from hexapod_control.errors import InvalidInputError, ParameterError
-from hexapod_control.parameters import load_parameters, parameters_from_mapping
-from hexapod_control.recording import (
+from hexapod_control.bags.recording import (
     BagWriter,
     deserialize,
     effort_cdr,
@@ -19,7 +16,9 @@ from hexapod_control.recording import (
     read_bag,
     resolve_topic_names,
 )
-from hexapod_control.ros_conventions import MESSAGE_TYPES, TOPICS
+from hexapod_control.errors import InvalidInputError, ParameterError
+from hexapod_control.model.parameters import load_parameters, parameters_from_mapping
+from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 
 JOINT_NAMES = [f"slider_{k}" for k in range(6)]
 
@@ -106,8 +105,8 @@ def test_recorder_node_writes_what_publishers_send(context, executor, tmp_path, 
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
 
-    from hexapod_control.nodes.common import RELIABLE_QOS
-    from hexapod_control.nodes.recorder_node import RecorderNode, recorded_topics
+    from hexapod_control.ros.common import RELIABLE_QOS
+    from hexapod_control.ros.recorder_node import RecorderNode, recorded_topics
 
     keys = ("joint_states", "effort_commands", "diagnostics")
     topics = recorded_topics(keys, {"joint_states": "/test/joint_states"})

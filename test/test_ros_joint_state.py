@@ -10,8 +10,8 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 import ros_environment  # noqa: E402
-from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, spin_until  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
+from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, spin_until  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 
 # DDS discovery usually takes well under 3 s; the margin is for a loaded 2-core CI machine.

@@ -7,18 +7,18 @@ import numpy as np
 import pytest
 import yaml
 
-from hexapod_control.controllers import make_controller
-from hexapod_control.errors import ParameterError
-from hexapod_control.model import HexapodModel
-from hexapod_control.parameters import default_parameters_path, load_parameters
-from hexapod_control.ros_conventions import reference_point_from_euler
-from hexapod_control.safety import (
+from hexapod_control.control.controllers import make_controller
+from hexapod_control.control.safety import (
     Action,
     SafetySupervisor,
     SupervisorState,
     load_safety_settings,
 )
-from hexapod_control.trajectories import home_pose
+from hexapod_control.control.trajectories import home_pose
+from hexapod_control.errors import ParameterError
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.model.parameters import default_parameters_path, load_parameters
+from hexapod_control.ros.conventions import reference_point_from_euler
 
 NAMES = [f"slider_{k}" for k in range(6)]
 

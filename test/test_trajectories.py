@@ -12,8 +12,7 @@ from hexapod_control import (
     ParameterError,
     UnreachablePoseError,
 )
-from hexapod_control.parameters import default_parameters_path, load_parameters
-from hexapod_control.trajectories import (
+from hexapod_control.control.trajectories import (
     HoldTrajectory,
     JointSpaceTrajectory,
     JointTrajectoryImage,
@@ -23,6 +22,7 @@ from hexapod_control.trajectories import (
     load_trajectory_settings,
     make_trajectory,
 )
+from hexapod_control.model.parameters import default_parameters_path, load_parameters
 
 # Thesis 6.5 and (6.82), written out independently of the YAML files they are checked against.
 EXPERIMENT_KAPPA, EXPERIMENT_OMEGA = 0.01, 0.2 * math.pi

@@ -28,16 +28,16 @@ from typing import Mapping, Optional
 
 import numpy as np
 
+from hexapod_control.bags.recording import BagContents, deserialize, read_bag, resolve_topic_names
 from hexapod_control.errors import InvalidInputError
-from hexapod_control.recording import BagContents, deserialize, read_bag, resolve_topic_names
-from hexapod_control.ros_conventions import (
+from hexapod_control.model.rotations import euler_zyx_from_quaternion
+from hexapod_control.ros.conventions import (
     MESSAGE_TYPES,
     ReferencePoint,
     effort_array,
     euler_from_reference_point,
     joint_state_arrays,
 )
-from hexapod_control.rotations import euler_zyx_from_quaternion
 
 # Topics the evaluation decodes (keys of ros_conventions.TOPICS).
 EVALUATED_TOPICS = ("joint_states", "reference", "platform_pose", "effort_commands", "diagnostics")

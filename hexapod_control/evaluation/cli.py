@@ -12,19 +12,19 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from hexapod_control.errors import HexapodError
-from hexapod_control.evaluation.bag import RunData, load_run
-from hexapod_control.evaluation.metrics import RunMetrics, evaluate_run
-from hexapod_control.evaluation.report import write_report
-from hexapod_control.parameters import HexapodParameters, load_parameters
-from hexapod_control.recording import (
+from hexapod_control.bags.recording import (
     MATCHING_METHODS,
     BagError,
     EvaluationSettings,
     parse_topic_overrides,
     recording_settings_or_default,
 )
-from hexapod_control.ros_conventions import RosNames
+from hexapod_control.errors import HexapodError
+from hexapod_control.evaluation.bag import RunData, load_run
+from hexapod_control.evaluation.metrics import RunMetrics, evaluate_run
+from hexapod_control.evaluation.report import write_report
+from hexapod_control.model.parameters import HexapodParameters, load_parameters
+from hexapod_control.ros.conventions import RosNames
 
 PROG = "hexapod_evaluate"
 

@@ -27,12 +27,12 @@ from typing import Optional
 
 import numpy as np
 
+from hexapod_control.bags.recording import EvaluationSettings
 from hexapod_control.errors import AssemblyError, AssemblyModeJumpError, ConvergenceError, InvalidInputError
 from hexapod_control.evaluation.bag import RunData
-from hexapod_control.model import HexapodModel
-from hexapod_control.parameters import HexapodParameters
-from hexapod_control.recording import EvaluationSettings
-from hexapod_control.rotations import wrap_angle
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.model.parameters import HexapodParameters
+from hexapod_control.model.rotations import wrap_angle
 
 FK_ERRORS = (ConvergenceError, AssemblyModeJumpError, AssemblyError, InvalidInputError)
 

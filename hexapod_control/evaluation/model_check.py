@@ -21,10 +21,10 @@ from typing import Optional
 
 import numpy as np
 
+from hexapod_control.bags.recording import EvaluationSettings
 from hexapod_control.evaluation.bag import RunData
-from hexapod_control.model import HexapodModel
-from hexapod_control.parameters import HexapodParameters
-from hexapod_control.recording import EvaluationSettings
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.model.parameters import HexapodParameters
 
 # A step longer than this many median periods is a gap in the joint states, not jitter.
 GAP_FACTOR = 2.0
@@ -47,7 +47,7 @@ def inverse_dynamics_function(model: HexapodModel):
     """tau(q, q_d, q_dd, phi): the model's inverse dynamics (on the model, or its dynamics module)."""
     if hasattr(model, "inverse_dynamics"):
         return model.inverse_dynamics
-    from hexapod_control.dynamics import ReducedDynamics
+    from hexapod_control.model.dynamics import ReducedDynamics
 
     return ReducedDynamics(model).inverse_dynamics
 

@@ -23,15 +23,20 @@ from typing import Optional
 
 import numpy as np
 
-from hexapod_control.controllers import CONTROLLER_NAMES, GAIN_SETS, make_controller
+from hexapod_control.bags.recording import (
+    MATCHING_METHODS,
+    BagError,
+    parse_topic_overrides,
+    recording_settings_or_default,
+)
+from hexapod_control.control.controllers import CONTROLLER_NAMES, GAIN_SETS, make_controller
+from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import HexapodError
 from hexapod_control.evaluation.bag import RunData, load_run
 from hexapod_control.evaluation.metrics import match_reference
-from hexapod_control.model import HexapodModel
-from hexapod_control.parameters import HexapodParameters, load_parameters
-from hexapod_control.recording import MATCHING_METHODS, BagError, parse_topic_overrides, recording_settings_or_default
-from hexapod_control.ros_conventions import RosNames
-from hexapod_control.trajectories import Reference
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.model.parameters import HexapodParameters, load_parameters
+from hexapod_control.ros.conventions import RosNames
 
 
 @dataclass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hexapod_control.errors import ParameterError
-from hexapod_control.parameters import HexapodParameters
+from hexapod_control.model.parameters import HexapodParameters
 from hexapod_control.simulation.plant import Plant
 
 BACKENDS = ("embedded", "mujoco")

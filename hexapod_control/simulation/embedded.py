@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from hexapod_control.errors import HexapodError, SimulationDivergedError
-from hexapod_control.model import JOINT_NAMES, HexapodModel
-from hexapod_control.parameters import HexapodParameters
+from hexapod_control.model.hexapod import JOINT_NAMES, HexapodModel
+from hexapod_control.model.parameters import HexapodParameters
+from hexapod_control.model.validation import as_vector
 from hexapod_control.simulation.plant import Plant
-from hexapod_control.validation import as_vector
 
 INTEGRATORS = ("semi_implicit_euler", "rk4")
 

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hexapod_control.errors import ParameterError
-from hexapod_control.kinematics import SIDE_ANGLES_DEG, ClosedChainKinematics
-from hexapod_control.parameters import HexapodParameters, RigidBody
+from hexapod_control.model.kinematics import SIDE_ANGLES_DEG, ClosedChainKinematics
+from hexapod_control.model.parameters import HexapodParameters, RigidBody
 
 # The S-joint frame change of the thesis (C_i R_N_i in (6.68)): N e_x = Z_C, N e_y = X_C, N e_z = Y_C.
 N_MATRIX = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])

@@ -22,11 +22,11 @@ import mujoco
 import numpy as np
 
 from hexapod_control.errors import InvalidInputError, SimulationDivergedError
-from hexapod_control.model import JOINT_NAMES, HexapodModel
-from hexapod_control.parameters import HexapodParameters
+from hexapod_control.model.hexapod import JOINT_NAMES, HexapodModel
+from hexapod_control.model.parameters import HexapodParameters
+from hexapod_control.model.validation import as_vector
 from hexapod_control.simulation import mjcf
 from hexapod_control.simulation.plant import Plant
-from hexapod_control.validation import as_vector
 
 # MuJoCo resets the state to qpos0 by itself when it meets a bad number; these warnings say so.
 _BAD_STATE_WARNINGS = (

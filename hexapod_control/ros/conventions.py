@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hexapod_control.errors import InvalidInputError
-from hexapod_control.parameters import HexapodParameters
-from hexapod_control.rotations import (
+from hexapod_control.model.parameters import HexapodParameters
+from hexapod_control.model.rotations import (
     angular_acceleration_from_euler,
     angular_velocity_from_euler_rates,
     euler_accelerations,

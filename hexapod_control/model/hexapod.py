@@ -20,7 +20,7 @@ from hexapod_control.errors import (
     SingularityError,
     UnreachablePoseError,
 )
-from hexapod_control.kinematics import (
+from hexapod_control.model.kinematics import (
     SIDE_PAIRS,
     ClosedChainKinematics,
     _add,
@@ -28,9 +28,9 @@ from hexapod_control.kinematics import (
     _scale,
     _sub,
 )
-from hexapod_control.parameters import HexapodParameters, load_parameters
-from hexapod_control.rotations import euler_zyx_from_axes, rotation_rows_from_euler_zyx
-from hexapod_control.validation import as_vector
+from hexapod_control.model.parameters import HexapodParameters, load_parameters
+from hexapod_control.model.rotations import euler_zyx_from_axes, rotation_rows_from_euler_zyx
+from hexapod_control.model.validation import as_vector
 
 JOINT_NAMES = tuple(f"q{k}" for k in range(6))
 PASSIVE_NAMES = ("phi1", "phi2", "phi3")
@@ -261,8 +261,8 @@ class HexapodModel:
         )
 
     def assembly_modes(self, q):
-        """Every real solution of the closed chains for q; see :mod:`hexapod_control.assembly_modes`."""
-        from hexapod_control.assembly_modes import assembly_modes
+        """Every real solution of the closed chains for q; see :mod:`hexapod_control.model.assembly_modes`."""
+        from hexapod_control.model.assembly_modes import assembly_modes
 
         return assembly_modes(self, q)
 
@@ -421,7 +421,7 @@ class HexapodModel:
 
         J_A, J_A_dot q_dot, A(q) and the constraint conditioning come from the generated code
         (``ReducedDynamics.analytic_jacobian_terms``, C or Python backend, see
-        :mod:`hexapod_control.dynamics`). Raises SingularityError where dgamma/dphi or the ZYX
+        :mod:`hexapod_control.model.dynamics`). Raises SingularityError where dgamma/dphi or the ZYX
         Euler rates are singular.
         """
         q, phi = self._passive_state(q, phi)
@@ -459,12 +459,12 @@ class HexapodModel:
             rows.append(chains.to_base(side, (q[2 * side + 1], chains.side_offset, 0.0)))
         return np.array(rows)
 
-    # --- dynamics (delegates to hexapod_control.dynamics) ---
+    # --- dynamics (delegates to hexapod_control.model.dynamics) ---
     @property
     def dynamics(self):
         """The actuator-space ReducedDynamics of this model, created on first use."""
         if self._dynamics is None:
-            from hexapod_control.dynamics import ReducedDynamics  # imported late: dynamics imports model types
+            from hexapod_control.model.dynamics import ReducedDynamics  # imported late: dynamics imports model types
 
             self._dynamics = ReducedDynamics(self)
         return self._dynamics

@@ -22,12 +22,12 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from trajectory_msgs.msg import MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
 
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
-from hexapod_control.parameters import (
+from hexapod_control.model.parameters import (
     HexapodParameters,
     default_parameters_path,
     load_parameters,
 )
-from hexapod_control.ros_conventions import (
+from hexapod_control.ros.conventions import (
     REFERENCE_JOINT_NAME,
     ReferencePoint,
     stamp_fields,

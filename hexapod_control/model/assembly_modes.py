@@ -11,7 +11,7 @@ shared/HEXAPOD_MODEL.md):
    gamma_k = a cos(phi_i) + b cos(phi_j) + c cos(phi_i) cos(phi_j) + d sin(phi_i) sin(phi_j) + e,
    because the apex P_i moves on a circle about its base side. The five coefficients are read
    off the package's own closure function at six corner angles (phi in {0, pi/2, pi}), so the
-   geometry keeps one source of truth (:mod:`hexapod_control.kinematics`).
+   geometry keeps one source of truth (:mod:`hexapod_control.model.kinematics`).
 2. With phi_1 = theta fixed, the tangent half-angles x_2 = tan(phi_2/2), x_3 = tan(phi_3/2)
    turn gamma_1 into a quadratic in x_2, gamma_3 into a quadratic in x_3 and gamma_2 into a
    biquadratic. The resultant in x_3 of gamma_2 and gamma_3 is a quartic in x_2; its Sylvester
@@ -40,9 +40,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hexapod_control.kinematics import SIDE_PAIRS
-from hexapod_control.model import FK_TOLERANCE
-from hexapod_control.rotations import euler_zyx_from_axes
+from hexapod_control.model.hexapod import FK_TOLERANCE
+from hexapod_control.model.kinematics import SIDE_PAIRS
+from hexapod_control.model.rotations import euler_zyx_from_axes
 
 # Number of Chebyshev nodes: F(cos phi_1) has degree 8, so 9 nodes determine it exactly.
 CHEBYSHEV_DEGREE = 8

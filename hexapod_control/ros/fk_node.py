@@ -20,10 +20,15 @@ from geometry_msgs.msg import PoseStamped, TwistStamped
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
-from hexapod_control.controllers import load_controller_settings
+from hexapod_control.control.controllers import load_controller_settings
+from hexapod_control.control.safety import load_safety_settings
 from hexapod_control.errors import HexapodError, InvalidInputError
-from hexapod_control.model import HexapodModel
-from hexapod_control.nodes.common import (
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.model.rotations import (
+    angular_velocity_from_euler_rates,
+    quaternion_from_euler_zyx,
+)
+from hexapod_control.ros.common import (
     LEVEL_ERROR,
     LEVEL_OK,
     LEVEL_WARN,
@@ -34,17 +39,12 @@ from hexapod_control.nodes.common import (
     run_node,
     seconds,
 )
-from hexapod_control.ros_conventions import (
+from hexapod_control.ros.conventions import (
     TOPICS,
     RosNames,
     joint_state_arrays,
     time_from_stamp,
 )
-from hexapod_control.rotations import (
-    angular_velocity_from_euler_rates,
-    quaternion_from_euler_zyx,
-)
-from hexapod_control.safety import load_safety_settings
 
 NODE_NAME = "hexapod_forward_kinematics"
 

@@ -24,7 +24,7 @@ states are stale, since the event-driven path is silent exactly then.
 
 Disarmed, the node answers every joint state with zero forces (the drives let go: on the real
 robot the platform then sinks onto its stops, so arm before relying on it). The full
-safe-behaviour rule (ZERO / HOLD / CONTROL, latching, re-arming) is in :mod:`hexapod_control.safety`.
+safe-behaviour rule (ZERO / HOLD / CONTROL, latching, re-arming) is in :mod:`hexapod_control.control.safety`.
 The node uses two HexapodModel instances (controller, supervisor), as their FK warm starts differ.
 """
 
@@ -36,10 +36,17 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
-from hexapod_control.controllers import CONTROLLER_NAMES, GAIN_SETS, ControlStatus, make_controller
+from hexapod_control.control.controllers import CONTROLLER_NAMES, GAIN_SETS, ControlStatus, make_controller
+from hexapod_control.control.safety import (
+    Action,
+    Decision,
+    SafetySupervisor,
+    SupervisorState,
+    load_safety_settings,
+)
 from hexapod_control.errors import InvalidInputError
-from hexapod_control.model import HexapodModel
-from hexapod_control.nodes.common import (
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.ros.common import (
     LEVEL_ERROR,
     LEVEL_OK,
     LEVEL_WARN,
@@ -53,14 +60,7 @@ from hexapod_control.nodes.common import (
     run_node,
     seconds,
 )
-from hexapod_control.ros_conventions import TOPICS, RosNames, check_frame, time_from_stamp
-from hexapod_control.safety import (
-    Action,
-    Decision,
-    SafetySupervisor,
-    SupervisorState,
-    load_safety_settings,
-)
+from hexapod_control.ros.conventions import TOPICS, RosNames, check_frame, time_from_stamp
 
 NODE_NAME = "hexapod_controller"
 

@@ -28,10 +28,17 @@ from rclpy.node import Node
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
-from hexapod_control.controllers import load_controller_settings
+from hexapod_control.control.controllers import load_controller_settings
+from hexapod_control.control.trajectories import (
+    HoldTrajectory,
+    Reference,
+    SmoothMove,
+    load_trajectory_settings,
+    make_trajectory,
+)
 from hexapod_control.errors import HexapodError, InvalidInputError
-from hexapod_control.model import HexapodModel
-from hexapod_control.nodes.common import (
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.ros.common import (
     RELIABLE_QOS,
     construct,
     declare_choice,
@@ -41,19 +48,12 @@ from hexapod_control.nodes.common import (
     run_node,
     seconds,
 )
-from hexapod_control.ros_conventions import (
+from hexapod_control.ros.conventions import (
     TOPICS,
     RosNames,
     check_frame,
     euler_from_message_quaternion,
     reference_point_from_euler,
-)
-from hexapod_control.trajectories import (
-    HoldTrajectory,
-    Reference,
-    SmoothMove,
-    load_trajectory_settings,
-    make_trajectory,
 )
 
 NODE_NAME = "hexapod_trajectory"

@@ -42,18 +42,18 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
-from hexapod_control.controllers import CONTROLLER_NAMES, load_controller_settings
+from hexapod_control.control.controllers import CONTROLLER_NAMES, load_controller_settings
+from hexapod_control.control.trajectories import wrap_angle
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
-from hexapod_control.nodes.common import RELIABLE_QOS, reference_point
-from hexapod_control.nodes.controller_node import ControllerNode
-from hexapod_control.nodes.fk_node import ForwardKinematicsNode
-from hexapod_control.nodes.simulator_node import SimulatorNode
-from hexapod_control.nodes.trajectory_node import TRAJECTORY_CHOICES, TrajectoryNode
-from hexapod_control.parameters import default_parameters_path, load_parameters
-from hexapod_control.ros_conventions import TOPICS, euler_from_reference_point
-from hexapod_control.rotations import euler_zyx_from_quaternion
+from hexapod_control.model.parameters import default_parameters_path, load_parameters
+from hexapod_control.model.rotations import euler_zyx_from_quaternion
+from hexapod_control.ros.common import RELIABLE_QOS, reference_point
+from hexapod_control.ros.controller_node import ControllerNode
+from hexapod_control.ros.conventions import TOPICS, euler_from_reference_point
+from hexapod_control.ros.fk_node import ForwardKinematicsNode
+from hexapod_control.ros.simulator_node import SimulatorNode
+from hexapod_control.ros.trajectory_node import TRAJECTORY_CHOICES, TrajectoryNode
 from hexapod_control.simulation import BACKENDS
-from hexapod_control.trajectories import wrap_angle
 
 # DDS discovery of the nodes usually takes ~3 s; the margin is for a loaded 2-core machine.
 DISCOVERY_TIMEOUT_S = 20.0

@@ -16,7 +16,7 @@ import yaml
 
 from hexapod_control.errors import ParameterError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 BODY_NAMES = ("platform", "leg", "pu_part1", "pu_part2", "s_part1", "s_part2")
 # Sections owned by the modules that use them; each validates its own through ``section()``.
 EXTENSION_SECTIONS = ("controllers", "trajectories", "simulation", "safety", "recording", "ros")

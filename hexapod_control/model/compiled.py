@@ -1,7 +1,7 @@
 """Optional compiled (C) backend of the generated dynamics terms.
 
 ``python -m hexapod_control.codegen`` writes two twins from the same CSE'd expressions:
-:mod:`hexapod_control.generated.dynamics_terms` (plain Python, the reference and the fallback)
+:mod:`hexapod_control.model.generated.dynamics_terms` (plain Python, the reference and the fallback)
 and ``generated/dynamics_terms.c``. At first use, :func:`load` compiles the C file with the
 system compiler into a per-user cache and wraps each function with ctypes so that it takes and
 returns exactly what its Python twin does (same names, arguments, return structure, and
@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from hexapod_control.generated import dynamics_terms as python_terms
+from hexapod_control.model.generated import dynamics_terms as python_terms
 
 _LOG = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ BACKENDS = ("auto", "python", "c")
 COMPILE_FLAGS = ("-O2", "-shared", "-fPIC", "-fno-math-errno", "-ffp-contract=off")
 LINK_FLAGS = ("-lm",)
 COMPILE_TIMEOUT = 900.0  # [s] -O2 on the 8000-line file takes 10-30 s on a loaded 2-core machine
-_GENERATED_PACKAGE = "hexapod_control.generated"
+_GENERATED_PACKAGE = "hexapod_control.model.generated"
 _SIGNATURE = re.compile(r"^(\w+)\(([^)]*)\)->(vector|pair)\[(\d+)\]$")
 _ARGUMENT = re.compile(r"^(\w+)\[(\d+)\]$")
 
@@ -194,7 +194,7 @@ def _wrap(function, name: str, inputs: list[tuple[str, int]], shape: str, n_outp
         result=_RESULTS[shape],
     )
     namespace = {"_local": local, "_new_buffers": new_buffers, "_function": function, "_raise": _raise}
-    exec(compile(source, f"<hexapod_control.compiled {name}>", "exec"), namespace)  # noqa: S102 - our own template
+    exec(compile(source, f"<hexapod_control.model.compiled {name}>", "exec"), namespace)  # noqa: S102 - our own template
     wrapper = namespace[name]
     wrapper.__doc__ = getattr(python_terms, name).__doc__
     wrapper.__module__ = __name__
@@ -229,7 +229,7 @@ def _bind(library, path: Path) -> types.ModuleType:
         )
     if parameter_names != python_terms.PARAMETER_NAMES:
         raise CompilationError("the C and Python generated code disagree on PARAMETER_NAMES")
-    module = types.ModuleType(__name__ + ".c_terms", "The generated dynamics terms, compiled (see hexapod_control.compiled).")
+    module = types.ModuleType(__name__ + ".c_terms", "The generated dynamics terms, compiled (see hexapod_control.model.compiled).")
     module.PARAMETER_NAMES = python_terms.PARAMETER_NAMES
     module.SYMPY_VERSION = _string(library, "hexapod_sympy_version")
     module.BACKEND = "c"
@@ -264,7 +264,7 @@ def c_source() -> bytes:
 def load(compiler: Sequence[str] | str | None = None, cache_dir: Path | str | None = None) -> types.ModuleType:
     """Compile (or reuse from the cache) and load the C backend; CompilationError if impossible.
 
-    The result has the functions of :mod:`hexapod_control.generated.dynamics_terms` with the
+    The result has the functions of :mod:`hexapod_control.model.generated.dynamics_terms` with the
     same signatures and results, plus ``BACKEND = "c"``, ``LIBRARY_PATH`` and ``COMPILED`` (True
     when this call ran the compiler, False when the cached library was reused).
     """

@@ -33,16 +33,16 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from hexapod_control.errors import HexapodError, InvalidInputError
-from hexapod_control.parameters import load_parameters
-from hexapod_control.recording import (
+from hexapod_control.bags.recording import (
     STORAGE_FORMATS,
     BagWriter,
     load_recording_settings,
     parse_topic_overrides,
     resolve_topic_names,
 )
-from hexapod_control.ros_conventions import MESSAGE_TYPES
+from hexapod_control.errors import HexapodError, InvalidInputError
+from hexapod_control.model.parameters import load_parameters
+from hexapod_control.ros.conventions import MESSAGE_TYPES
 
 NODE_NAME = "hexapod_recorder"
 # Messages a subscription may hold while the executor is busy (1 s of a 1 kHz topic).

@@ -1,6 +1,6 @@
 """Recording a run to a rosbag2 bag and reading bags back, through ``rosbags`` (no ROS needed).
 
-Pure Python: the recorder node (``nodes/recorder_node.py``) hands this module the serialized CDR
+Pure Python: the recorder node (``ros/recorder_node.py``) hands this module the serialized CDR
 bytes its raw subscriptions receive, and the evaluation tools read bags recorded here or by
 ``ros2 bag record`` on the real robot. The same message builders write the synthetic bags of the
 tests and the bags of the lockstep main job, so every bag goes through one code path.
@@ -23,8 +23,8 @@ from typing import Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from hexapod_control.errors import InvalidInputError, ParameterError
-from hexapod_control.parameters import HexapodParameters, load_parameters
-from hexapod_control.ros_conventions import (
+from hexapod_control.model.parameters import HexapodParameters, load_parameters
+from hexapod_control.ros.conventions import (
     MESSAGE_TYPES,
     REFERENCE_JOINT_NAME,
     TOPICS,

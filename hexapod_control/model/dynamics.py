@@ -5,9 +5,9 @@ rho = (q0..q5, phi1, phi2, phi3):
 
     M(rho) rho_dd + h(rho, rho_d) + g(rho) = tau_rho + D^T lambda,
 
-evaluated by the code generated into :mod:`hexapod_control.generated.dynamics_terms`
+evaluated by the code generated into :mod:`hexapod_control.model.generated.dynamics_terms`
 (``python -m hexapod_control.codegen``) or by its compiled C twin, chosen at first use by
-``HEXAPOD_DYNAMICS_BACKEND=auto|python|c`` (see :mod:`hexapod_control.compiled`). Reduction to
+``HEXAPOD_DYNAMICS_BACKEND=auto|python|c`` (see :mod:`hexapod_control.model.compiled`). Reduction to
 the actuators (thesis 4.97-4.101) with rho_d = A(q) q_d and A(q) = [I; -(dgamma/dphi)^-1 dgamma/dq]:
 
     M_bar = A^T M A,    C_bar q_d = A^T (M [0; b] + h(rho, A q_d)),    g_bar = A^T g,
@@ -24,12 +24,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hexapod_control import compiled
 from hexapod_control.errors import AssemblyError, SingularityError
-from hexapod_control.parameters import HexapodParameters
-from hexapod_control.validation import as_vector
+from hexapod_control.model import compiled
+from hexapod_control.model.parameters import HexapodParameters
+from hexapod_control.model.validation import as_vector
 
-# The generated terms in use: hexapod_control.generated.dynamics_terms or its compiled twin (same
+# The generated terms in use: hexapod_control.model.generated.dynamics_terms or its compiled twin (same
 # functions). Chosen on first use (the C backend may have to be compiled), see _terms().
 terms = None
 
@@ -260,7 +260,7 @@ class ReducedDynamics:
         """J_A (xi_dot = J_A q_dot), A(q), J_A_dot q_dot (when ``qd`` is given) and the checks.
 
         xi = (x, y, z, lambda, mu, nu): r_F and the ZYX Euler angles of the platform frame (see
-        :mod:`hexapod_control.kinematics`). Generated code (derive_dynamics.py): the pose rates
+        :mod:`hexapod_control.model.kinematics`). Generated code (derive_dynamics.py): the pose rates
         are differentiated symbolically through rho and reduced with A(q) and b = A_dot q_d.
         SingularityError where dgamma/dphi is singular or |cos(mu)| < EULER_SINGULARITY_COS.
         """

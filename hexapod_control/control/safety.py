@@ -52,15 +52,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
-from hexapod_control.model import HexapodModel
-from hexapod_control.parameters import HexapodParameters
-from hexapod_control.ros_conventions import (
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.model.parameters import HexapodParameters
+from hexapod_control.ros.conventions import (
     ReferencePoint,
     euler_from_reference_point,
     joint_state_arrays,
 )
-from hexapod_control.trajectories import Reference
 
 SAFETY_KEYS = {"joint_state_timeout", "reference_timeout", "watchdog_period", "hold_damping", "diagnostics_period"}
 

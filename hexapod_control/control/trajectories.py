@@ -32,10 +32,10 @@ from hexapod_control.errors import (
     SingularityError,
     UnreachablePoseError,
 )
-from hexapod_control.model import POSE_NAMES, HexapodModel
-from hexapod_control.parameters import HexapodParameters, SectionReader
-from hexapod_control.rotations import wrap_angle
-from hexapod_control.validation import as_vector
+from hexapod_control.model.hexapod import POSE_NAMES, HexapodModel
+from hexapod_control.model.parameters import HexapodParameters, SectionReader
+from hexapod_control.model.rotations import wrap_angle
+from hexapod_control.model.validation import as_vector
 
 WAVEFORMS = ("sin", "cos")
 TRAJECTORY_KEYS = {"operational_space", "joint_space", "move"}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hexapod_control.parameters import HexapodParameters
+from hexapod_control.model.parameters import HexapodParameters
 
 SIDE_ANGLES_DEG = (-90.0, 30.0, 150.0)
 # gamma_k closes the triangle edge from vertex SIDE_PAIRS[k][0] to SIDE_PAIRS[k][1].

@@ -36,12 +36,13 @@ from rosgraph_msgs.msg import Clock as ClockMessage
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
+from hexapod_control.control.safety import load_safety_settings
 from hexapod_control.errors import (
     HexapodError,
     InvalidInputError,
     SimulationDivergedError,
 )
-from hexapod_control.nodes.common import (
+from hexapod_control.ros.common import (
     LEVEL_ERROR,
     LEVEL_OK,
     RELIABLE_QOS,
@@ -52,8 +53,7 @@ from hexapod_control.nodes.common import (
     run_node,
     set_time,
 )
-from hexapod_control.ros_conventions import TOPICS, RosNames, effort_array
-from hexapod_control.safety import load_safety_settings
+from hexapod_control.ros.conventions import TOPICS, RosNames, effort_array
 from hexapod_control.simulation import BACKENDS, make_plant
 
 NODE_NAME = "hexapod_simulator"

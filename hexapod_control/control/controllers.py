@@ -58,6 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import (
     AssemblyError,
     AssemblyModeJumpError,
@@ -66,11 +67,10 @@ from hexapod_control.errors import (
     ParameterError,
     SingularityError,
 )
-from hexapod_control.model import JOINT_NAMES, HexapodModel
-from hexapod_control.parameters import HexapodParameters
-from hexapod_control.rotations import wrap_angle
-from hexapod_control.trajectories import Reference
-from hexapod_control.validation import as_vector
+from hexapod_control.model.hexapod import JOINT_NAMES, HexapodModel
+from hexapod_control.model.parameters import HexapodParameters
+from hexapod_control.model.rotations import wrap_angle
+from hexapod_control.model.validation import as_vector
 
 CONTROLLER_NAMES = ("double_loop", "computed_torque")
 ANTI_WINDUP_MODES = ("conditional_integration", "none")

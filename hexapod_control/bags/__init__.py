@@ -1,0 +1,1 @@
+"""rosbag2 bags: message encoding, writing, reading and salvage of damaged files."""

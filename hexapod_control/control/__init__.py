@@ -1,0 +1,1 @@
+"""Reference trajectories, the two tracking controllers and the safety supervisor (no ROS)."""
