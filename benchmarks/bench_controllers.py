@@ -47,7 +47,7 @@ def bench(name: str, parameters_path, steps: int) -> dict:
     trajectory = make_trajectory("operational_space", model)
     times = np.arange(steps) * controller.period + 2.0  # past the start, where the ramp is moving
     references = [trajectory.sample(t) for t in times]
-    states = measured_states(HexapodModel(model.parameters), trajectory, times)
+    states = measured_states(model, trajectory, times)
     controller.reset(times[0], *states[0])
     durations = []
     gc.disable()  # a collection in the loop is the runtime's cost, not the controller's

@@ -1,4 +1,4 @@
-"""Timing of the actuator-space dynamics (ReducedDynamics) per call, in microseconds.
+"""Timing of the actuator-space dynamics (HexapodModel / ReducedDynamics) per call, in microseconds.
 
     PYTHONPATH=. python benchmarks/bench_dynamics.py [--calls 2000] [--parameters config/hexapod.yaml]
                                                      [--backend python|c|both]
@@ -24,7 +24,6 @@ import numpy as np
 from hexapod_control import HexapodModel, load_parameters
 from hexapod_control.model import compiled
 from hexapod_control.model import dynamics as dynamics_module
-from hexapod_control.model.dynamics import ReducedDynamics
 
 CONTROL_PERIOD = 1e-3  # [s] samples of the trajectory, as in a 1 kHz loop
 WARM_UP_CALLS = 200
@@ -77,15 +76,14 @@ def main() -> None:
 
 def run(args, parameters, dynamics_terms) -> None:
     model = HexapodModel(parameters)
-    dynamics = ReducedDynamics(model)
+    fk_state = model.create_state()  # the "fk" column: warm-started FK inside each call
     home = parameters.home_actuator_position
     # Start 1 s into the trajectory so that every actuator moves.
     trajectory = [validation_trajectory(home, 1.0 + k * CONTROL_PERIOD) for k in range(args.calls)]
     phis = []
-    model.reset_warm_start()
     for q, _, _ in trajectory:
-        phis.append(list(model.solve_passive(q)[0]))
-    tau = [dynamics.inverse_dynamics(q, qd, qdd, phi=phi).tolist() for (q, qd, qdd), phi in zip(trajectory, phis)]
+        phis.append(list(model.kinematics.solve_passive(q, fk_state).phi))
+    tau = [model.inverse_dynamics(q, qd, qdd, phi=phi).tolist() for (q, qd, qdd), phi in zip(trajectory, phis)]
 
     def states(fields):
         return [tuple(fields(k)) for k in range(args.calls)]
@@ -100,34 +98,34 @@ def run(args, parameters, dynamics_terms) -> None:
         return trajectory[k][2]
 
     def everything(q, qd, qdd, tau_k, phi=None):
-        dynamics.mass_matrix(q, phi=phi)
-        dynamics.velocity_term(q, qd, phi=phi)
-        dynamics.gravity_term(q, phi=phi)
-        dynamics.inverse_dynamics(q, qd, qdd, phi=phi)
-        dynamics.forward_dynamics(q, qd, tau_k, phi=phi)
-        dynamics.energy(q, qd, phi=phi)
+        model.mass_matrix(q, phi=phi, state=fk_state)
+        model.velocity_term(q, qd, phi=phi, state=fk_state)
+        model.gravity_term(q, phi=phi, state=fk_state)
+        model.inverse_dynamics(q, qd, qdd, phi=phi, state=fk_state)
+        model.forward_dynamics(q, qd, tau_k, phi=phi, state=fk_state)
+        model.energy(q, qd, phi=phi, state=fk_state)
 
     cases = [
-        ("mass_matrix", lambda q, phi=None: dynamics.mass_matrix(q, phi=phi), lambda k: (q_(k),)),
-        ("velocity_term", lambda q, qd, phi=None: dynamics.velocity_term(q, qd, phi=phi), lambda k: (q_(k), qd_(k))),
-        ("gravity_term", lambda q, phi=None: dynamics.gravity_term(q, phi=phi), lambda k: (q_(k),)),
+        ("mass_matrix", lambda q, phi=None: model.mass_matrix(q, phi=phi, state=fk_state), lambda k: (q_(k),)),
+        ("velocity_term", lambda q, qd, phi=None: model.velocity_term(q, qd, phi=phi, state=fk_state), lambda k: (q_(k), qd_(k))),
+        ("gravity_term", lambda q, phi=None: model.gravity_term(q, phi=phi, state=fk_state), lambda k: (q_(k),)),
         (
             "inverse_dynamics",
-            lambda q, qd, qdd, phi=None: dynamics.inverse_dynamics(q, qd, qdd, phi=phi),
+            lambda q, qd, qdd, phi=None: model.inverse_dynamics(q, qd, qdd, phi=phi, state=fk_state),
             lambda k: (q_(k), qd_(k), qdd_(k)),
         ),
         (
             "forward_dynamics",
-            lambda q, qd, t, phi=None: dynamics.forward_dynamics(q, qd, t, phi=phi),
+            lambda q, qd, t, phi=None: model.forward_dynamics(q, qd, t, phi=phi, state=fk_state),
             lambda k: (q_(k), qd_(k), tau[k]),
         ),
-        ("energy", lambda q, qd, phi=None: dynamics.energy(q, qd, phi=phi), lambda k: (q_(k), qd_(k))),
+        ("energy", lambda q, qd, phi=None: model.energy(q, qd, phi=phi, state=fk_state), lambda k: (q_(k), qd_(k))),
         ("all six at one state", everything, lambda k: (q_(k), qd_(k), qdd_(k), tau[k])),
     ]
     print(f"parameters: {parameters.source}; {args.calls} calls per row along (6.82) at 1 kHz")
     print(f"{'method':<24}{'fk median':>11}{'fk p99':>9}{'phi median':>12}{'phi p99':>9}   [us]")
     for name, function, fields in cases:
-        model.reset_warm_start()
+        fk_state.reset()
         with_fk = measure(function, states(fields))
         with_phi = measure(
             lambda *a, f=function: f(*a[:-1], phi=a[-1]),
@@ -136,7 +134,7 @@ def run(args, parameters, dynamics_terms) -> None:
         print(f"{name:<24}{with_fk[0]:>11.1f}{with_fk[1]:>9.1f}{with_phi[0]:>12.1f}{with_phi[1]:>9.1f}")
 
     # The generated kernels alone (no validation, no forward kinematics).
-    packed = dynamics._packed
+    packed = model.dynamics._packed
     kernels = [
         ("kernel reduced_inverse_dynamics", dynamics_terms.reduced_inverse_dynamics, lambda k: (q_(k), phis[k], qd_(k), qdd_(k), packed)),
         ("kernel reduced_mass_matrix", dynamics_terms.reduced_mass_matrix, lambda k: (q_(k), phis[k], packed)),
@@ -150,10 +148,10 @@ def run(args, parameters, dynamics_terms) -> None:
             dynamics_terms.analytic_jacobian_and_convective,
             lambda k: (q_(k), phis[k], qd_(k), packed),
         ),
-        ("forward kinematics only", lambda q: model.solve_passive(q), lambda k: (q_(k),)),
+        ("forward kinematics only", lambda q: model.kinematics.solve_passive(q, fk_state), lambda k: (q_(k),)),
     ]
     for name, function, fields in kernels:
-        model.reset_warm_start()
+        fk_state.reset()
         median, p99 = measure(function, states(fields))
         print(f"{name:<36}{median:>9.1f}{p99:>9.1f}")
 

@@ -28,10 +28,11 @@ def main() -> None:
     qd = np.full(6, 0.1)
 
     print_header("hexapod_control kinematics")
-    warm = time_sequence(model.forward_kinematics, path)
+    state = model.create_state()
+    warm = time_sequence(lambda q: model.forward_kinematics(q, state), path)
     print_row("forward_kinematics, warm along (6.82) 1 kHz", warm)
-    cold = time_calls(lambda: HexapodModel(model.parameters).forward_kinematics(sample_q), 300, warmup=10)
-    print_row("forward_kinematics, cold (new model)", cold)
+    cold = time_calls(lambda: model.forward_kinematics(sample_q), 300, warmup=10)
+    print_row("forward_kinematics, cold (from home, no state)", cold)
     print_row(
         "inverse_kinematics",
         time_calls(lambda: model.inverse_kinematics(pose.position, pose.euler_zyx), 3000),

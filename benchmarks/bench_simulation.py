@@ -34,10 +34,11 @@ def run(seconds: float, controller_name: str | None) -> tuple[float, np.ndarray]
         steps = int(round(seconds / plant.dt))
         step_times = np.empty(steps)
         joints = JointSpaceTrajectory.from_model(model)
+        state = model.create_state()
         forces = []
         for k in range(steps):
             sample = joints.sample_joints((k + 0.5) * plant.dt)
-            forces.append(model.inverse_dynamics(sample.position, sample.velocity, sample.acceleration))
+            forces.append(model.inverse_dynamics(sample.position, sample.velocity, sample.acceleration, state=state))
     else:
         controller = make_controller(controller_name, model, gain_set="simulated_plant")
         trajectory = make_trajectory("operational_space", model)

@@ -108,11 +108,12 @@ def run_direct(params_file: str, controller_name: str, backend: str, duration: f
     plant.reset(np.full(6, parameters.home_actuator_position))
     # The simulated stacks' gain set (ros/stack.py): the thesis K_p is unstable on the rigid-body
     # plant without rotor inertia (config: controllers.double_loop.simulated_plant).
-    controller = make_controller(controller_name, HexapodModel(parameters), gain_set=SIMULATION_GAIN_SET)
+    model = HexapodModel(parameters)  # one model; each component keeps its own FK warm start
+    controller = make_controller(controller_name, model, gain_set=SIMULATION_GAIN_SET)
     safety = load_safety_settings(parameters)
-    supervisor = SafetySupervisor(HexapodModel(parameters), safety, names.joint_names)
-    trajectory = make_trajectory(TRAJECTORY, HexapodModel(parameters))
-    fk_model = HexapodModel(parameters)
+    supervisor = SafetySupervisor(model, safety, names.joint_names)
+    trajectory = make_trajectory(TRAJECTORY, model)
+    fk_state = model.create_state()
     from hexapod_control.ros.conventions import reference_point_from_euler
 
     keys = set(topic_keys)
@@ -143,7 +144,7 @@ def run_direct(params_file: str, controller_name: str, backend: str, duration: f
                 writer.write(TOPICS["joint_states"], log, joint_state_cdr(t, names.joint_names, q, qd, applied))
             if "platform_pose" in keys:
                 try:
-                    pose = fk_model.forward_kinematics(q).pose
+                    pose = model.forward_kinematics(q, fk_state).pose
                     writer.write(TOPICS["platform_pose"], log,
                                  pose_cdr(t, pose[:3], quaternion_from_euler_zyx(tuple(pose[3:])), names.base_frame))
                 except HexapodError:

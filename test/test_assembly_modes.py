@@ -95,7 +95,7 @@ def brute_force_modes(model, q, starts_per_angle=5):
 
 def check_modes(model, q, expected_count=8):
     """The properties every result near home must have; returns the result."""
-    result = assembly_modes(model, q)
+    result = assembly_modes(model.kinematics, q)
     assert isinstance(result, AssemblyModes)
     assert len(result.modes) == expected_count
     for mode in result.modes:
@@ -190,7 +190,7 @@ def test_random_admissible_q_property(offsets):
     ],
 )
 def test_brute_force_search_finds_the_same_set(model, q):
-    result = assembly_modes(model, q)
+    result = assembly_modes(model.kinematics, q)
     reference = brute_force_modes(model, q)
     assert len(reference) == len(result.modes) == 8
     for phi in reference:
@@ -224,7 +224,7 @@ def q_with_flat_side(model, side, tilt=0.6, height=0.25):
 def test_a_mode_with_phi_equal_to_pi_is_found(model, side):
     q, phi = q_with_flat_side(model, side)
     assert abs(abs(phi[side]) - math.pi) < 1e-12 and np.max(edge_errors(model, q, phi)) < 1e-12
-    result = assembly_modes(model, q)
+    result = assembly_modes(model.kinematics, q)
     for target in (phi, -phi):
         assert min(angle_distance(target, mode.phi) for mode in result.modes) < 1e-9
     reference = brute_force_modes(model, q)
@@ -236,7 +236,7 @@ def test_a_mode_with_phi_equal_to_pi_is_found(model, side):
 def test_trig_form_of_the_closure_matches_the_kinematics(model):
     """gamma_k = a cos phi_i + b cos phi_j + c cos cos + d sin sin + e at arbitrary angles."""
     rng = np.random.default_rng(7)
-    chains = model._chains
+    chains = model.kinematics.chains
     for _ in range(20):
         q = tuple(HOME_Q + rng.uniform(-0.1, 0.1, 6))
         phi = rng.uniform(-math.pi, math.pi, 3)
@@ -256,10 +256,11 @@ def test_trig_form_of_the_closure_matches_the_kinematics(model):
 
 def test_result_is_deterministic_and_leaves_the_warm_start_alone(model):
     q = HOME_Q + np.array([0.02, -0.01, 0.03, 0.0, -0.02, 0.01])
-    model.forward_kinematics(HOME_Q + np.full(6, 0.005))
-    state = (model._last_q, model._last_phi, model._previous_q, model._previous_phi)
-    first, second = assembly_modes(model, q), model.assembly_modes(q)
-    assert (model._last_q, model._last_phi, model._previous_q, model._previous_phi) == state
+    state = model.create_state()
+    model.forward_kinematics(HOME_Q + np.full(6, 0.005), state)
+    before = (state.last_q, state.last_phi, state.previous_q, state.previous_phi)
+    first, second = assembly_modes(model.kinematics, q), model.assembly_modes(q)
+    assert (state.last_q, state.last_phi, state.previous_q, state.previous_phi) == before
     assert first.physical_index == second.physical_index
     for a, b in zip(first.modes, second.modes):
         np.testing.assert_array_equal(a.phi, b.phi)
@@ -272,7 +273,7 @@ def test_beyond_the_fold_of_the_physical_mode_it_is_absent(model):
     """Past a forward-kinematics singularity two mirror pairs (one with the physical mode) merge
     and vanish: 4 modes remain, none physical, and the forward kinematics cannot converge."""
     q = np.array([0.387, 0.289, 0.101, 0.227, 0.288, 0.04])
-    result = assembly_modes(model, q)
+    result = assembly_modes(model.kinematics, q)
     assert len(result.modes) == 4 and len(brute_force_modes(model, q)) == 4
     assert result.physical_index is None and result.physical is None
     assert not any(mode.physical for mode in result.modes)
@@ -297,4 +298,4 @@ def test_beyond_the_fold_of_the_physical_mode_it_is_absent(model):
 )
 def test_invalid_inputs_raise(model, q, error):
     with pytest.raises(error):
-        assembly_modes(model, q)
+        assembly_modes(model.kinematics, q)

@@ -60,7 +60,7 @@ def random_states(parameters, count=N_STATES, seed=7):
     states = []
     for _ in range(count):
         q = (home + rng.uniform(-0.03, 0.03, 6)).tolist()
-        phi = [float(v) for v in model.solve_passive(q)[0]]
+        phi = [float(v) for v in model.kinematics.solve_passive(q).phi]
         state = {"q": q, "phi": phi, "qd": rng.normal(0, 0.2, 6).tolist(), "qdd": rng.normal(0, 2.0, 6).tolist()}
         state.update(rho=q + phi, rho_d=rng.normal(0, 0.2, 9).tolist(), rho_dd=rng.normal(0, 2.0, 9).tolist())
         state["tau"] = rng.normal(0, 20.0, 6).tolist()  # [N], for reduced_forward_dynamics
@@ -165,7 +165,7 @@ def test_forward_dynamics_reports_a_mass_matrix_that_is_not_positive_definite(c_
         with pytest.raises(ValueError):
             terms.reduced_forward_dynamics(*arguments, negative)
         monkeypatch.setattr(dynamics, "terms", terms)
-        reduced = ReducedDynamics(HexapodModel(parameters))
+        reduced = ReducedDynamics(parameters)
         reduced._packed = negative
         with pytest.raises(SingularityError, match="not positive definite"):
             reduced.forward_dynamics(state["q"], state["qd"], state["tau"], phi=state["phi"])
@@ -201,7 +201,7 @@ def test_reduced_dynamics_on_either_backend(c_terms, parameters, monkeypatch):
     results = {}
     for terms in (python_terms, c_terms):
         monkeypatch.setattr(dynamics, "terms", terms)
-        reduced = ReducedDynamics(HexapodModel(parameters))
+        reduced = ReducedDynamics(parameters)
         tau = reduced.inverse_dynamics(q, qd, qdd, phi=phi)
         results[compiled.backend_name(terms)] = (
             tau,
@@ -319,8 +319,8 @@ FALLBACK_SCRIPT = """
     from hexapod_control.model.parameters import default_parameters_path
     parameters = load_parameters(default_parameters_path("hexapod_validation.yaml"))
     model = HexapodModel(parameters.with_geometry(leg_length=0.378))
-    tau = ReducedDynamics(model).gravity_term([model.parameters.home_actuator_position] * 6)
-    ReducedDynamics(model)
+    tau = ReducedDynamics(model.parameters).gravity_term([model.parameters.home_actuator_position] * 6)
+    ReducedDynamics(model.parameters)
     compiled.select_backend()
     print(compiled.backend_name(dynamics.terms), round(float(tau[0]), 4))
 """

@@ -33,7 +33,6 @@ from hexapod_control.control.trajectories import Reference, make_trajectory
 from hexapod_control.evaluation.bag import load_run
 from hexapod_control.evaluation.cli import main as evaluate_main
 from hexapod_control.evaluation.metrics import evaluate_run
-from hexapod_control.evaluation.model_check import inverse_dynamics_function
 from hexapod_control.evaluation.replay import main as replay_main
 from hexapod_control.evaluation.replay import replay_run
 from hexapod_control.model.hexapod import HexapodModel
@@ -231,7 +230,7 @@ def dynamic_run(duration: float = 0.3):
     q = PARAMETERS.home_actuator_position + MOTION_AMPLITUDE_M * np.sin(w * t[:, None] + phases)
     qd = MOTION_AMPLITUDE_M * w * np.cos(w * t[:, None] + phases)
     model = HexapodModel(PARAMETERS)
-    inverse_dynamics = inverse_dynamics_function(model)
+    inverse_dynamics = model.inverse_dynamics
 
     def tau(tk, with_motion=True):
         angle = w * tk + phases

@@ -46,8 +46,9 @@ Rules common to both (the ROS node maps ``status`` onto its safety supervisor):
   ``update`` raises nothing for bad data; ``reset`` raises InvalidInputError or the kinematics
   error, because control cannot start from a state it cannot evaluate.
 
-Give each controller its own HexapodModel instance: the forward kinematics is warm-started from
-the previous control step, which is what makes it cheap at 1 kHz.
+A controller may share its (immutable) HexapodModel with the rest of the process; it owns its
+forward-kinematics warm start (a KinematicState), so FK starts from the previous control step,
+which is what makes it cheap at 1 kHz.
 """
 
 from __future__ import annotations
@@ -237,7 +238,7 @@ class OperationalSpaceController:
 
     def __init__(self, model: HexapodModel, settings: ControllerSettings | None = None):
         self.model = model
-        model.dynamics  # build the compiled dynamics now, not in the first control cycle
+        self.kinematic_state = model.create_state()
         self.settings = settings or load_controller_settings(model.parameters)
         self.force_limit = model.parameters.limits.actuator_force_max
         self.period = self.settings.period
@@ -248,8 +249,8 @@ class OperationalSpaceController:
         as_vector([t], 1, "t")
         q = as_vector(q, 6, "q", JOINT_NAMES)
         as_vector(qd, 6, "qd", JOINT_NAMES)
-        self.model.reset_warm_start()
-        self.model.forward_kinematics(q)  # raises ConvergenceError / AssemblyModeJumpError
+        self.kinematic_state.reset()
+        self.model.forward_kinematics(q, self.kinematic_state)  # raises ConvergenceError / AssemblyModeJumpError
         self._reset_state()
 
     def update(self, t: float, q, qd, reference: Reference) -> ControlOutput:
@@ -258,7 +259,7 @@ class OperationalSpaceController:
         try:
             t, q, qd, ref = self._validated(t, q, qd, reference)
             try:
-                fk = self.model.forward_kinematics(q)
+                fk = self.model.forward_kinematics(q, self.kinematic_state)
                 jac = self.model.analytic_jacobian(q, qd, phi=fk.phi)
             except _KINEMATICS_ERRORS as error:
                 raise _SafeOutput(ControlStatus.KINEMATICS_FAILURE, str(error)) from error

@@ -162,6 +162,7 @@ class SafetySupervisor:
 
     def __init__(self, model: HexapodModel, settings: SafetySettings, joint_names: Sequence[str]):
         self.model = model
+        self.kinematic_state = model.create_state()  # FK warm start of the hold force's gravity term
         self.settings = settings
         self.joint_names = tuple(joint_names)
         self.state = SupervisorState.DISARMED
@@ -322,7 +323,7 @@ class SafetySupervisor:
         if action == Action.ZERO:
             return self._decision(Action.ZERO, reason, output)
         try:
-            gravity = self.model.gravity_term(feedback.q)
+            gravity = self.model.gravity_term(feedback.q, state=self.kinematic_state)
             forces = np.asarray(gravity, dtype=float) - self.settings.hold_damping * feedback.qd
             if not np.all(np.isfinite(forces)):
                 raise InvalidInputError(f"hold force {forces.tolist()} is not finite")

@@ -175,9 +175,8 @@ def home_pose(model: HexapodModel) -> np.ndarray:
 
     The thesis prints z_home = 0.424 m; the model's FK gives 0.42426 m for L = 0.378. Taking it
     from FK makes every trajectory start exactly where the robot is, with zero initial error.
-    A separate model instance keeps the caller's FK warm start untouched.
     """
-    return HexapodModel(model.parameters).forward_kinematics(model.home_q).pose
+    return model.forward_kinematics(model.home_q).pose
 
 
 # ---------------------------------------------------------------------------------------- 6.5
@@ -247,7 +246,8 @@ class JointTrajectoryImage:
 
     def __init__(self, joint_trajectory: JointSpaceTrajectory, model: HexapodModel):
         self.joint_trajectory = joint_trajectory
-        self._model = HexapodModel(model.parameters)
+        self._model = model
+        self._kinematic_state = model.create_state()  # FK follows the sampled joint path
 
     @classmethod
     def from_model(cls, model: HexapodModel, settings: TrajectorySettings | None = None):
@@ -255,7 +255,7 @@ class JointTrajectoryImage:
 
     def sample(self, t: float) -> Reference:
         joints = self.joint_trajectory.sample_joints(t)
-        fk = self._model.forward_kinematics(joints.position)
+        fk = self._model.forward_kinematics(joints.position, self._kinematic_state)
         jac = self._model.analytic_jacobian(joints.position, joints.velocity, phi=fk.phi)
         return Reference(
             joints.t,
@@ -311,7 +311,7 @@ class SmoothMove:
         self.displacement[3:] = wrap_angle(self.displacement[3:])
         self.target_pose = self.start_pose + self.displacement
         # max over the move of |q_dot|_inf * T [m]: the actuator speed is this divided by T.
-        self.peak_joint_travel_rate = self._peak_joint_travel_rate(HexapodModel(model.parameters))
+        self.peak_joint_travel_rate = self._peak_joint_travel_rate(model)
         speed_limit = settings.speed_fraction * model.parameters.limits.actuator_speed_max
         self.duration = max(settings.minimum_duration, self.peak_joint_travel_rate / speed_limit)
 

@@ -106,10 +106,10 @@ def forward_kinematics_series(model: HexapodModel, t: np.ndarray, q: np.ndarray)
     pose = np.full((len(q), 6), np.nan)
     phi = np.full((len(q), 3), np.nan)
     failures = []
-    model.reset_warm_start()
+    state = model.create_state()
     for k, row in enumerate(q):
         try:
-            fk = model.forward_kinematics(row)
+            fk = model.forward_kinematics(row, state)
         except FK_ERRORS as error:
             failures.append((float(t[k]), f"{type(error).__name__}: {' '.join(str(error).split())}"))
             continue

@@ -43,15 +43,6 @@ class ModelCheck:
     failures: int = 0  # grid points where the inverse dynamics raised
 
 
-def inverse_dynamics_function(model: HexapodModel):
-    """tau(q, q_d, q_dd, phi): the model's inverse dynamics (on the model, or its dynamics module)."""
-    if hasattr(model, "inverse_dynamics"):
-        return model.inverse_dynamics
-    from hexapod_control.model.dynamics import ReducedDynamics
-
-    return ReducedDynamics(model).inverse_dynamics
-
-
 def window_length(window: float, period: float, order: int) -> int:
     """Odd number of samples nearest ``window`` seconds, at least order + 2 (savgol's minimum)."""
     samples = int(round(window / period))
@@ -107,14 +98,12 @@ def check_model(run: RunData, parameters: HexapodParameters, settings: Evaluatio
         return ModelCheck(reason="no grid point with a full derivative window and a recorded force", window_samples=window, period=period)
 
     model = HexapodModel(parameters)
-    inverse_dynamics = inverse_dynamics_function(model)
+    state = model.create_state()
     predicted = np.full((selected.size, 6), np.nan)
     failures = 0
-    model.reset_warm_start()
     for row, k in enumerate(selected):
         try:
-            phi = model.forward_kinematics(q[k]).phi
-            predicted[row] = inverse_dynamics(q[k], qd[k], qdd[k], phi=phi)
+            predicted[row] = model.inverse_dynamics(q[k], qd[k], qdd[k], state=state)
         except Exception:  # noqa: BLE001 - FK or dynamics failure at one point: counted, not fatal
             failures += 1
     ok = np.all(np.isfinite(predicted), axis=1)

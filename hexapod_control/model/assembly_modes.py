@@ -1,6 +1,6 @@
 """Every assembly mode of the Hexapod: all real solutions phi of gamma(q, phi) = 0 for one q.
 
-The forward kinematics (:meth:`HexapodModel.forward_kinematics`) follows the physical mode with
+The forward kinematics (:meth:`Kinematics.forward_kinematics`) follows the physical mode with
 Newton; this module finds *all* real solutions, without a starting guess, for analysis, for
 checking the physical-mode choice and for recovering from a lost track.
 
@@ -40,8 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hexapod_control.model.hexapod import FK_TOLERANCE
-from hexapod_control.model.kinematics import SIDE_PAIRS
+from hexapod_control.model.kinematics import FK_TOLERANCE, SIDE_PAIRS, closure_conditioning, is_physical_mode
 from hexapod_control.model.rotations import euler_zyx_from_axes
 
 # Number of Chebyshev nodes: F(cos phi_1) has degree 8, so 9 nodes determine it exactly.
@@ -80,7 +79,7 @@ class AssemblyMode:
 class AssemblyModes:
     """All real assembly modes for one actuator vector q, sorted by phi (lexicographic).
 
-    The physical mode is the one that passes :meth:`HexapodModel._is_physical_mode`, the test the
+    The physical mode is the one that passes :func:`hexapod_control.model.kinematics.is_physical_mode`, the test the
     forward kinematics applies (all phi_i in (0, pi), det dgamma/dphi > 0); ``physical_index``
     is None when no mode passes it (or, never observed, more than one does). Far from home the
     test is necessary, not sufficient: a mode can pass it and still not be reachable from home
@@ -279,16 +278,16 @@ def _real_solutions(chains, q) -> list[tuple[tuple[float, float, float], float, 
 
 
 # --------------------------------------------------------------------------- public
-def assembly_modes(model, q) -> AssemblyModes:
-    """All real assembly modes of ``model`` for the actuator positions ``q`` [m].
+def assembly_modes(kinematics, q) -> AssemblyModes:
+    """All real assembly modes of a :class:`Kinematics` for the actuator positions ``q`` [m].
 
     Raises InvalidInputError (NaN, wrong shape) or AssemblyError (|q_bar_i| >= 2L) like the
-    forward kinematics. Does not touch the model's forward-kinematics warm start.
+    forward kinematics.
     """
-    q = model._joint_vector(q)
-    chains = model._chains
+    q = kinematics.joint_vector(q)
+    chains = kinematics.chains
     solutions = sorted(_real_solutions(chains, q), key=lambda item: tuple(round(v, 9) for v in item[0]))
-    flags = [model._is_physical_mode(phi, rows) for phi, _, rows in solutions]
+    flags = [is_physical_mode(phi, rows) for phi, _, rows in solutions]
     # The physical mode must be unique; if the test ever passed twice (never seen), name none.
     physical_index = flags.index(True) if flags.count(True) == 1 else None
     modes = []
@@ -302,7 +301,7 @@ def assembly_modes(model, q) -> AssemblyModes:
                 rotation=np.array((x_axis, y_axis, z_axis)).T,
                 euler_zyx=np.array(euler_zyx_from_axes(x_axis, y_axis, z_axis)),
                 residual=residual,
-                constraint_conditioning=model._conditioning(rows),
+                constraint_conditioning=closure_conditioning(rows),
                 physical=physical,
             )
         )

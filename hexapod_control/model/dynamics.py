@@ -24,8 +24,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hexapod_control.errors import AssemblyError, SingularityError
+from hexapod_control.errors import SingularityError
 from hexapod_control.model import compiled
+from hexapod_control.model.kinematics import JOINT_NAMES, PASSIVE_NAMES, Kinematics, check_assembly
 from hexapod_control.model.parameters import HexapodParameters
 from hexapod_control.model.validation import as_vector
 
@@ -36,9 +37,7 @@ terms = None
 N_ACTUATORS = 6
 N_PASSIVE = 3
 N_COORDINATES = N_ACTUATORS + N_PASSIVE
-COORDINATE_NAMES = tuple(f"q{k}" for k in range(N_ACTUATORS)) + ("phi1", "phi2", "phi3")
-JOINT_NAMES = COORDINATE_NAMES[:N_ACTUATORS]
-PASSIVE_NAMES = COORDINATE_NAMES[N_ACTUATORS:]
+COORDINATE_NAMES = JOINT_NAMES + PASSIVE_NAMES
 
 _GEOMETRY_FIELDS = {
     "base_side": "base_side",
@@ -92,18 +91,8 @@ class RigidBodyDynamics:
     # ------------------------------------------------------------------ validation
     def _rho(self, rho, name: str = "rho") -> list[float]:
         rho = as_vector(rho, N_COORDINATES, name, COORDINATE_NAMES)
-        self._check_assembly(rho, name)
+        check_assembly(rho, self._two_leg_length, name)
         return rho
-
-    def _check_assembly(self, rho, name: str) -> None:
-        """The legs of each side must span its two sliders: |q_bar_i| < 2L (else r_i is imaginary)."""
-        for side in range(N_PASSIVE):
-            qbar = rho[2 * side] + rho[2 * side + 1]
-            if not -self._two_leg_length < qbar < self._two_leg_length:
-                raise AssemblyError(
-                    f"{name}: side {side + 1}: q{2 * side} + q{2 * side + 1} = {qbar:.6g} m; the legs "
-                    f"cannot assemble unless |q_bar| < 2L = {self._two_leg_length:.6g} m"
-                )
 
     def _call(self, function, *arguments):
         try:
@@ -163,26 +152,23 @@ _IDENTITY = np.eye(N_ACTUATORS).ravel()  # the upper rows of A(q) = [I; A_phi], 
 class ReducedDynamics:
     """Actuator-space dynamics tau = M_bar(q) q_dd + C_bar(q, q_d) q_d + g_bar(q) [N].
 
-    Holds a :class:`RigidBodyDynamics` and the kinematic model (``HexapodModel``), whose forward
-    kinematics (warm-started) supplies phi. A(q) and b are evaluated inside the generated code,
+    Holds a :class:`RigidBodyDynamics`. A(q) and b are evaluated inside the generated code,
     together with the rigid-body terms, so one call shares all the geometry. Every method takes
-    ``phi=`` to skip the forward kinematics when the caller already has the passive angles of
-    the physical assembly mode (they are trusted, not re-solved).
+    the passive angles ``phi`` of the physical assembly mode (trusted, not re-solved; a caller
+    that follows a robot has them from its warm-started forward kinematics); without them the
+    forward kinematics is solved from home.
     """
 
-    def __init__(self, model):
-        self.model = model
-        self.rigid_body = RigidBodyDynamics(model.parameters)
+    def __init__(self, parameters: HexapodParameters):
+        self.parameters = parameters
+        self.kinematics = Kinematics(parameters)
+        self.rigid_body = RigidBodyDynamics(parameters)
         self._packed = self.rigid_body._packed
-        self._two_leg_length = self.rigid_body._two_leg_length
 
     def _state(self, q, phi) -> tuple[list[float], list[float]]:
-        q = as_vector(q, N_ACTUATORS, "q", JOINT_NAMES)
-        two_l = self._two_leg_length
-        if not (-two_l < q[0] + q[1] < two_l and -two_l < q[2] + q[3] < two_l and -two_l < q[4] + q[5] < two_l):
-            self.rigid_body._check_assembly(q, "q")  # raises, naming the side
+        q = self.kinematics.joint_vector(q)
         if phi is None:
-            phi = self.model.solve_passive(q)[0]
+            phi = self.kinematics.solve_passive(q).phi
         else:
             phi = as_vector(phi, N_PASSIVE, "phi", PASSIVE_NAMES)
         return q, phi

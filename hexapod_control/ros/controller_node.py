@@ -25,7 +25,7 @@ states are stale, since the event-driven path is silent exactly then.
 Disarmed, the node answers every joint state with zero forces (the drives let go: on the real
 robot the platform then sinks onto its stops, so arm before relying on it). The full
 safe-behaviour rule (ZERO / HOLD / CONTROL, latching, re-arming) is in :mod:`hexapod_control.control.safety`.
-The node uses two HexapodModel instances (controller, supervisor), as their FK warm starts differ.
+The controller and the supervisor share one HexapodModel; each keeps its own FK warm start.
 """
 
 from __future__ import annotations
@@ -79,9 +79,10 @@ class ControllerNode(Node):
             self, "gain_set", "robot", GAIN_SETS,
             "gains for the real robot, or for a simulated rigid-body plant (see controllers.py)",
         )
-        self.controller = make_controller(self.controller_name, HexapodModel(parameters), gain_set=gain_set)
+        model = HexapodModel(parameters)
+        self.controller = make_controller(self.controller_name, model, gain_set=gain_set)
         settings = load_safety_settings(parameters)
-        self.supervisor = SafetySupervisor(HexapodModel(parameters), settings, self.names.joint_names)
+        self.supervisor = SafetySupervisor(model, settings, self.names.joint_names)
 
         self.command_publisher = self.create_publisher(Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS)
         self.diagnostics = DiagnosticsPublisher(self, TOPICS["diagnostics"], f"{self.get_name()}: safety", settings.diagnostics_period)

@@ -57,8 +57,8 @@ class ForwardKinematicsNode(Node):
     def _setup(self) -> None:
         parameters = load_params_file(self)
         self.names = RosNames.from_parameters(parameters)
-        self.model = HexapodModel(parameters)
-        self.model.dynamics  # J_A comes from the compiled dynamics: build it before the first message
+        self.model = HexapodModel(parameters)  # builds the compiled dynamics (J_A) before the first message
+        self.kinematic_state = self.model.create_state()
         self.singularity = load_controller_settings(parameters).singularity
         diagnostics_period = load_safety_settings(parameters).diagnostics_period
 
@@ -77,7 +77,7 @@ class ForwardKinematicsNode(Node):
             self._report_failure(now, "invalid joint state", str(error))
             return
         try:
-            fk = self.model.forward_kinematics(q)
+            fk = self.model.forward_kinematics(q, self.kinematic_state)
             jacobian = self.model.analytic_jacobian(q, phi=fk.phi)
         except HexapodError as error:
             self._report_failure(now, "forward kinematics failed", f"at q = {q.tolist()}: {error}")

@@ -73,12 +73,13 @@ def load_embedded_settings(parameters: HexapodParameters) -> EmbeddedSettings:
 class EmbeddedSimulator(Plant):
     """Forward dynamics of :class:`HexapodModel` at a fixed step, with force saturation."""
 
-    def __init__(self, parameters: HexapodParameters, settings: EmbeddedSettings | None = None):
+    def __init__(self, parameters: HexapodParameters, settings: EmbeddedSettings | None = None,
+                 model: HexapodModel | None = None):
         self.parameters = parameters
         self.settings = settings or load_embedded_settings(parameters)
         self.dt = self.settings.dt
-        self.model = HexapodModel(parameters)
-        self.model.dynamics  # build the compiled dynamics now, not in the first step
+        self.model = model if model is not None else HexapodModel(parameters)
+        self.kinematic_state = self.model.create_state()  # the plant's own FK warm start
         self._force_limit = parameters.limits.actuator_force_max
         self.reset(np.full(6, parameters.home_actuator_position))
 
@@ -89,8 +90,8 @@ class EmbeddedSimulator(Plant):
     def reset(self, q, qd=None) -> None:
         q = as_vector(q, 6, "q", JOINT_NAMES)
         qd = (0.0,) * 6 if qd is None else as_vector(qd, 6, "qd", JOINT_NAMES)
-        self.model.reset_warm_start()
-        self._phi = tuple(self.model.forward_kinematics(q).phi)  # raises if q cannot assemble
+        self.kinematic_state.reset()
+        self._phi = tuple(self.model.forward_kinematics(q, self.kinematic_state).phi)  # raises if q cannot assemble
         # The state is six floats: plain tuples cost less than numpy arrays at this size.
         self._q, self._qd = q, qd
         self._forces = (0.0,) * 6
@@ -111,8 +112,8 @@ class EmbeddedSimulator(Plant):
         return np.array(self._forces)
 
     def _acceleration(self, q, qd) -> list[float]:
-        # phi only (no pose): the model's own secant warm start tracks the motion step by step.
-        self._phi = self.model.solve_passive(q)[0]
+        # phi only (no pose): the plant's secant warm start tracks the motion step by step.
+        self._phi = self.model.kinematics.solve_passive(q, self.kinematic_state).phi
         return self.model.forward_dynamics(q, qd, self._forces, phi=self._phi).tolist()
 
     def step(self, steps: int = 1) -> None:
@@ -152,7 +153,7 @@ class EmbeddedSimulator(Plant):
         k4q, k4v = qd + h * k3v, np.array(self._acceleration(q + h * k3q, qd + h * k3v))
         q_next = q + h / 6.0 * (qd + 2 * k2q + 2 * k3q + k4q)
         qd_next = qd + h / 6.0 * (k1v + 2 * k2v + 2 * k3v + k4v)
-        self._phi = self.model.solve_passive(q_next)[0]  # warm start at the new state
+        self._phi = self.model.kinematics.solve_passive(q_next, self.kinematic_state).phi  # warm start at the new state
         return tuple(q_next.tolist()), tuple(qd_next.tolist())
 
     def _measure(self) -> None:

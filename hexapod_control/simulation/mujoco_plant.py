@@ -22,7 +22,7 @@ import mujoco
 import numpy as np
 
 from hexapod_control.errors import InvalidInputError, SimulationDivergedError
-from hexapod_control.model.hexapod import JOINT_NAMES, HexapodModel
+from hexapod_control.model.kinematics import JOINT_NAMES, Kinematics
 from hexapod_control.model.parameters import HexapodParameters
 from hexapod_control.model.validation import as_vector
 from hexapod_control.simulation import mjcf
@@ -80,7 +80,7 @@ class MujocoPlant(Plant):
         self.xml = mjcf.build_mjcf(parameters, self.settings)
         self.model = mujoco.MjModel.from_xml_string(self.xml)
         self.data = mujoco.MjData(self.model)
-        self._kinematics = HexapodModel(parameters)
+        self._kinematics = Kinematics(parameters)
         self._force_max = parameters.limits.actuator_force_max
 
         def joint(name: str) -> int:
@@ -123,7 +123,7 @@ class MujocoPlant(Plant):
         self._frame_offset = -apexes[0] + np.array([0.0, 0.0, g.platform_offset])
         self._max_closure_seen = 0.0
         self._diverged: str | None = None
-        self.reset(self._kinematics.home_q)
+        self.reset(np.array(self._kinematics.home_q))
 
     # ------------------------------------------------------------------ Plant interface
     @property
@@ -133,8 +133,7 @@ class MujocoPlant(Plant):
     def reset(self, q, qd=None) -> None:
         """Assemble every joint from the forward kinematics of q; qd maps through MuJoCo's constraints."""
         q = np.array(as_vector(q, 6, "q", JOINT_NAMES))
-        self._kinematics.reset_warm_start()
-        fk = self._kinematics.forward_kinematics(q)
+        fk = self._kinematics.forward_kinematics(q)  # from home: the physical mode
         qpos = self.joint_angles(q, fk.phi, fk.rotation)
         qd = np.zeros(6) if qd is None else np.array(as_vector(qd, 6, "qd", JOINT_NAMES))
         mujoco.mj_resetData(self.model, self.data)
