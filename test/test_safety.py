@@ -21,6 +21,11 @@ from hexapod_control.model.parameters import default_parameters_path, load_param
 from hexapod_control.ros.conventions import reference_point_from_euler
 
 NAMES = [f"slider_{k}" for k in range(6)]
+# HOLD damping the tests set (the shipped value), so the braking forces below are stated by hand.
+HOLD_DAMPING = 300.0  # [N s/m]
+STATIC_FORCE_STEP = 1e-4  # [m] difference step of static_forces (1e-3: truncation 9e-9 N, 3e-5: round-off 1e-10 N)
+# static_forces against the model's gravity term: 3.4e-11 N worst measured (home and the limit states).
+STATIC_FORCE_TOLERANCE = 1e-10  # [N]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +40,8 @@ def home(parameters):
 
 @pytest.fixture
 def supervisor(parameters):
-    return SafetySupervisor(HexapodModel(parameters), load_safety_settings(parameters), NAMES)
+    settings = dataclasses.replace(load_safety_settings(parameters), hold_damping=HOLD_DAMPING)
+    return SafetySupervisor(HexapodModel(parameters), settings, NAMES)
 
 
 @pytest.fixture
@@ -62,10 +68,23 @@ def armed(supervisor, controller, parameters, home, now=0.0):
     return q
 
 
-def hold_forces(parameters, supervisor, q, qd):
-    expected = HexapodModel(parameters).gravity_term(q) - supervisor.settings.hold_damping * qd
-    limit = parameters.limits.actuator_force_max
-    return np.clip(expected, -limit, limit)
+def static_forces(parameters, q, step=STATIC_FORCE_STEP):
+    """The forces that hold the robot at rest at q, by virtual work: tau = dU/dq.
+
+    Fourth-order central differences of the potential energy U(q) (the model's energy, not its
+    gravity term, which is what the supervisor uses).
+    """
+    model = HexapodModel(parameters)
+
+    def potential(x):
+        return model.energy(x, np.zeros(6))[1]
+
+    unit = np.eye(6)
+    return np.array([
+        (-potential(q + 2 * step * u) + 8 * potential(q + step * u) - 8 * potential(q - step * u)
+         + potential(q - 2 * step * u)) / (12 * step)
+        for u in unit
+    ])
 
 
 # ------------------------------------------------------------------------------------------ settings
@@ -123,7 +142,8 @@ def test_armed_without_reference_holds_with_gravity_compensation_unlatched(super
     feed(supervisor, 0.001, q, qd)
     decision = supervisor.command(0.001, controller.update)
     assert decision.action == Action.HOLD and decision.reason == "waiting for a reference"
-    np.testing.assert_allclose(decision.forces, hold_forces(parameters, supervisor, q, qd), rtol=1e-12)
+    braking = 3.0  # [N] = 300 N s/m x 0.01 m/s on every actuator
+    np.testing.assert_allclose(decision.forces, static_forces(parameters, q) - braking, rtol=0, atol=STATIC_FORCE_TOLERANCE)
     assert supervisor.state == SupervisorState.ARMED  # not a fault
 
 
@@ -131,8 +151,8 @@ def test_armed_with_a_reference_controls(supervisor, controller, parameters, hom
     q = armed(supervisor, controller, parameters, home)
     decision = supervisor.command(0.0, controller.update)
     assert decision.action == Action.CONTROL and decision.control is not None
-    # At home, at rest, with zero error, computed torque is the static force g_bar.
-    np.testing.assert_allclose(decision.forces, HexapodModel(parameters).gravity_term(q), atol=1e-6)
+    # At home, at rest, with zero error, computed torque is the static force.
+    np.testing.assert_allclose(decision.forces, static_forces(parameters, q), rtol=0, atol=STATIC_FORCE_TOLERANCE)
 
 
 def test_controller_forces_are_clamped_again(supervisor, controller, parameters, home):
@@ -178,14 +198,15 @@ def test_invalid_feedback_gives_zero_and_a_reason(supervisor, controller, parame
 
 
 @pytest.mark.parametrize(
-    "change, velocity, words",
+    "change, velocity, braking, words",
     [
-        (lambda q: q.__setitem__(0, 0.41), 0.0, "outside the travel"),
-        (lambda q: q.__setitem__(slice(0, 2), 0.03), 0.0, "minimum slider separation"),
-        (lambda q: None, 0.7, "speed limit"),
+        (lambda q: q.__setitem__(0, 0.41), 0.0, 0.0, "outside the travel"),
+        (lambda q: q.__setitem__(slice(0, 2), 0.03), 0.0, 0.0, "minimum slider separation"),
+        (lambda q: None, 0.7, 210.0, "speed limit"),  # 300 N s/m x 0.7 m/s, below the 333 N limit
     ],
+    ids=["travel", "separation", "speed"],
 )
-def test_limit_violation_holds_latched(supervisor, controller, parameters, home, change, velocity, words):
+def test_limit_violation_holds_latched(supervisor, controller, parameters, home, change, velocity, braking, words):
     armed(supervisor, controller, parameters, home)
     q = np.full(6, parameters.home_actuator_position)
     change(q)
@@ -194,11 +215,22 @@ def test_limit_violation_holds_latched(supervisor, controller, parameters, home,
     decision = supervisor.command(0.001, lambda *args: pytest.fail("controller ran beyond a limit"))
     assert decision.action == Action.HOLD and words in decision.reason
     assert supervisor.state == SupervisorState.FAULT
-    if velocity == 0.0:  # the gravity term exists only where the robot assembles
-        np.testing.assert_allclose(decision.forces, hold_forces(parameters, supervisor, q, qd), rtol=1e-9)
+    expected = static_forces(parameters, q) - braking
+    np.testing.assert_allclose(decision.forces, expected, rtol=0, atol=STATIC_FORCE_TOLERANCE)
+    assert not decision.saturated.any()
     # A HOLD fault escalates to ZERO when the feedback goes bad.
     supervisor.joint_state(0.002, 0.002, NAMES, [math.nan] * 6, [0.0] * 6)
     assert supervisor.command(0.002, controller.update).action == Action.ZERO
+
+
+def test_hold_force_is_clamped_to_the_force_limit(supervisor, controller, parameters, home):
+    """1.5 m/s on every slider: 450 N of braking (plus ~4 N of gravity) exceed the force limit."""
+    armed(supervisor, controller, parameters, home)
+    feed(supervisor, 0.001, np.full(6, parameters.home_actuator_position), np.full(6, 1.5))
+    decision = supervisor.command(0.001, lambda *args: pytest.fail("controller ran beyond a limit"))
+    assert decision.action == Action.HOLD and "speed limit" in decision.reason
+    np.testing.assert_array_equal(decision.forces, np.full(6, -parameters.limits.actuator_force_max))
+    assert decision.saturated.all()
 
 
 @pytest.mark.parametrize(
@@ -269,7 +301,7 @@ def test_malformed_or_singular_reference_holds_latched(supervisor, controller, p
     decision = supervisor.command(0.001, lambda *args: pytest.fail("controller ran on an invalid reference"))
     assert decision.action == Action.HOLD and words in decision.reason
     assert supervisor.state == SupervisorState.FAULT and supervisor.invalid_references == 1
-    np.testing.assert_allclose(decision.forces, hold_forces(parameters, supervisor, q, np.zeros(6)), rtol=1e-12)
+    np.testing.assert_allclose(decision.forces, static_forces(parameters, q), rtol=0, atol=STATIC_FORCE_TOLERANCE)
     # The earlier valid reference is not used again: a fresh valid one does not clear the latch.
     assert give_reference(supervisor, 0.002, home)
     feed(supervisor, 0.002, q)
@@ -284,7 +316,7 @@ def test_controller_returning_non_finite_forces_holds(supervisor, controller, pa
     decision = supervisor.command(0.0, lambda *args: poisoned)
     assert decision.action == Action.HOLD and "invalid forces" in decision.reason
     assert np.all(np.isfinite(decision.forces))
-    np.testing.assert_allclose(decision.forces, hold_forces(parameters, supervisor, q, np.zeros(6)), rtol=1e-12)
+    np.testing.assert_allclose(decision.forces, static_forces(parameters, q), rtol=0, atol=STATIC_FORCE_TOLERANCE)
 
 
 def test_hold_force_not_computable_gives_zero(supervisor, controller, parameters, home):
