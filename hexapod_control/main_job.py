@@ -41,16 +41,15 @@ from typing import Callable, Optional
 import numpy as np
 
 from hexapod_control.bags.recording import (
-    STORAGE_FORMATS,
     BagWriter,
     diagnostics_cdr,
     effort_cdr,
     joint_state_cdr,
-    load_recording_settings,
     nanoseconds,
     pose_cdr,
     reference_cdr,
 )
+from hexapod_control.bags.settings import STORAGE_FORMATS, load_recording_settings
 from hexapod_control.control.controllers import (
     CONTROLLER_NAMES,
     ControlStatus,

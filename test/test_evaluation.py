@@ -23,11 +23,11 @@ from hexapod_control.bags.recording import (
     BagWriter,
     effort_cdr,
     joint_state_cdr,
-    load_recording_settings,
     nanoseconds,
     pose_cdr,
     reference_cdr,
 )
+from hexapod_control.bags.settings import load_recording_settings
 from hexapod_control.control.controllers import make_controller
 from hexapod_control.control.trajectories import Reference, make_trajectory
 from hexapod_control.evaluation.bag import load_run

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hexapod_control.bags.recording import load_recording_settings
+from hexapod_control.bags.settings import load_recording_settings
 from hexapod_control.evaluation.bag import load_run
 from hexapod_control.main_job import run_direct
 from hexapod_control.model.parameters import default_parameters_path, load_parameters

@@ -6,16 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hexapod_control.bags.recording import (
-    BagWriter,
-    deserialize,
-    effort_cdr,
-    joint_state_cdr,
-    load_recording_settings,
-    parse_topic_overrides,
-    read_bag,
-    resolve_topic_names,
-)
+from hexapod_control.bags.recording import BagWriter, deserialize, effort_cdr, joint_state_cdr, read_bag
+from hexapod_control.bags.settings import load_recording_settings
+from hexapod_control.bags.topics import parse_topic_overrides, resolve_topic_names
 from hexapod_control.errors import InvalidInputError, ParameterError
 from hexapod_control.model.parameters import load_parameters, parameters_from_mapping
 from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS

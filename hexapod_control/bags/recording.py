@@ -10,7 +10,6 @@ tests and the bags of the lockstep main job, so every bag goes through one code 
 * :func:`read_bag` - every message of the wanted topics as (log time, bytes), from a bag
   directory, a bag without ``metadata.yaml`` (recorder killed) or a lone ``.mcap``/``.db3`` file;
   a truncated or corrupt file yields what could be read plus a note saying where reading stopped.
-* :class:`RecordingSettings` - the ``recording:`` section of the parameters file.
 """
 
 from __future__ import annotations
@@ -22,18 +21,15 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from hexapod_control.errors import InvalidInputError, ParameterError
-from hexapod_control.model.parameters import HexapodParameters, load_parameters
+from hexapod_control.bags.settings import STORAGE_FORMATS
+from hexapod_control.errors import InvalidInputError
 from hexapod_control.ros.conventions import (
     MESSAGE_TYPES,
     REFERENCE_JOINT_NAME,
-    TOPICS,
     reference_point_from_euler,
     stamp_fields,
 )
 
-STORAGE_FORMATS = ("mcap", "sqlite3")
-MATCHING_METHODS = ("interpolate", "latest")
 ROSBAG2_VERSION = 9  # the rosbag2 format of Jazzy/Kilted; older `ros2 bag` versions read 8 and 9
 # rosbags storage files, by suffix; used when a bag directory has no metadata.yaml.
 STORAGE_SUFFIXES = {".mcap": "mcap", ".db3": "sqlite3"}
@@ -41,117 +37,6 @@ STORAGE_SUFFIXES = {".mcap": "mcap", ".db3": "sqlite3"}
 
 class BagError(Exception):
     """A bag cannot be opened or read at all (the message says why, in one line)."""
-
-
-# ------------------------------------------------------------------------------------------ settings
-@dataclass(frozen=True)
-class EvaluationSettings:
-    steady_state_start: float  # [s] after the first reference
-    reference_matching: str  # interpolate | latest
-    saturation_tolerance: float  # relative to the force limit
-    derivative_window: float  # [s] Savitzky-Golay window of the model check
-    derivative_order: int
-    model_check_stride: int
-
-
-@dataclass(frozen=True)
-class RecordingSettings:
-    storage: str  # mcap | sqlite3
-    topics: tuple[str, ...]  # keys of ros_conventions.TOPICS
-    output_directory: str
-    evaluation: EvaluationSettings
-    replay_reference_matching: str
-    source: str = ""  # the parameters file the section came from
-
-    def topic_names(self, overrides: Optional[Mapping[str, str]] = None) -> dict[str, str]:
-        """key -> topic name for every known key: the defaults of TOPICS with ``overrides``."""
-        return resolve_topic_names(overrides)
-
-
-def load_recording_settings(parameters: HexapodParameters) -> RecordingSettings:
-    """Read and validate ``hexapod.recording``; errors name the key and the file."""
-    section = parameters.section("recording")
-    section.reject_unknown({"storage", "topics", "output_directory", "evaluation", "replay"})
-    topics = section.mapping.get("topics")
-    if (
-        not isinstance(topics, list)
-        or not topics
-        or any(not isinstance(t, str) or t not in TOPICS for t in topics)
-        or len(set(topics)) != len(topics)
-    ):
-        raise ParameterError(
-            f"{parameters.source}: {section.path}.topics: expected distinct keys of {sorted(TOPICS)}, got {topics!r}"
-        )
-    evaluation = section.subsection("evaluation")
-    evaluation.reject_unknown(
-        {
-            "steady_state_start",
-            "reference_matching",
-            "saturation_tolerance",
-            "derivative_window",
-            "derivative_order",
-            "model_check_stride",
-        }
-    )
-    replay = section.subsection("replay")
-    replay.reject_unknown({"reference_matching"})
-    tolerance = evaluation.non_negative("saturation_tolerance")
-    if tolerance >= 1.0:
-        raise ParameterError(
-            f"{parameters.source}: {evaluation.path}.saturation_tolerance: must be below 1, got {tolerance}"
-        )
-    return RecordingSettings(
-        storage=section.text("storage", STORAGE_FORMATS),
-        topics=tuple(topics),
-        output_directory=section.text("output_directory"),
-        evaluation=EvaluationSettings(
-            steady_state_start=evaluation.non_negative("steady_state_start"),
-            reference_matching=evaluation.text("reference_matching", MATCHING_METHODS),
-            saturation_tolerance=tolerance,
-            derivative_window=evaluation.positive("derivative_window"),
-            derivative_order=evaluation.integer("derivative_order", minimum=1),
-            model_check_stride=evaluation.integer("model_check_stride", minimum=1),
-        ),
-        replay_reference_matching=replay.text("reference_matching", MATCHING_METHODS),
-        source=parameters.source,
-    )
-
-
-def recording_settings_or_default(parameters: HexapodParameters) -> tuple[RecordingSettings, Optional[str]]:
-    """The file's ``recording`` section, or the shipped one with a note when the file has none.
-
-    A lab evaluating its robot's bags with its own parameters file (geometry, limits) should not
-    have to copy the evaluation settings into it.
-    """
-    if "recording" in parameters.extensions:
-        return load_recording_settings(parameters), None
-    shipped = load_parameters()
-    note = f"{parameters.source} has no recording section: evaluation settings from {shipped.source}"
-    return load_recording_settings(shipped), note
-
-
-def resolve_topic_names(overrides: Optional[Mapping[str, str]] = None) -> dict[str, str]:
-    """key -> topic name: TOPICS with ``overrides``; unknown keys or bad names raise InvalidInputError."""
-    names = dict(TOPICS)
-    for key, name in (overrides or {}).items():
-        if key not in TOPICS:
-            raise InvalidInputError(f"unknown topic key {key!r}; expected one of {sorted(TOPICS)}")
-        if not isinstance(name, str) or not name.strip():
-            raise InvalidInputError(f"topic name for {key!r} must be a non-empty string, got {name!r}")
-        names[key] = name if name.startswith("/") else "/" + name
-    return names
-
-
-def parse_topic_overrides(items: Iterable[str]) -> dict[str, str]:
-    """CLI ``KEY=NAME`` items -> {key: name}; a malformed item raises InvalidInputError."""
-    overrides = {}
-    for item in items or ():
-        key, sep, name = item.partition("=")
-        if not sep or not key or not name:
-            raise InvalidInputError(f"topic override {item!r}: expected KEY=NAME, e.g. joint_states=/robot/joint_states")
-        overrides[key.strip()] = name.strip()
-    resolve_topic_names(overrides)  # validate now, with the user's spelling in the message
-    return overrides
 
 
 # ------------------------------------------------------------------------------------------ CDR

@@ -28,7 +28,8 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from hexapod_control.bags.recording import BagContents, deserialize, read_bag, resolve_topic_names
+from hexapod_control.bags.recording import BagContents, deserialize, read_bag
+from hexapod_control.bags.topics import resolve_topic_names
 from hexapod_control.errors import InvalidInputError
 from hexapod_control.model.rotations import euler_zyx_from_quaternion
 from hexapod_control.ros.conventions import (

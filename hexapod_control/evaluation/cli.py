@@ -12,13 +12,9 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from hexapod_control.bags.recording import (
-    MATCHING_METHODS,
-    BagError,
-    EvaluationSettings,
-    parse_topic_overrides,
-    recording_settings_or_default,
-)
+from hexapod_control.bags.recording import BagError
+from hexapod_control.bags.settings import MATCHING_METHODS, EvaluationSettings, recording_settings_or_default
+from hexapod_control.bags.topics import parse_topic_overrides
 from hexapod_control.errors import HexapodError
 from hexapod_control.evaluation.bag import RunData, load_run
 from hexapod_control.evaluation.metrics import RunMetrics, evaluate_run

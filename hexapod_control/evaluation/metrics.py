@@ -27,7 +27,7 @@ from typing import Optional
 
 import numpy as np
 
-from hexapod_control.bags.recording import EvaluationSettings
+from hexapod_control.bags.settings import EvaluationSettings
 from hexapod_control.errors import AssemblyError, AssemblyModeJumpError, ConvergenceError, InvalidInputError
 from hexapod_control.evaluation.bag import RunData
 from hexapod_control.model.hexapod import HexapodModel

@@ -21,7 +21,7 @@ from typing import Optional
 
 import numpy as np
 
-from hexapod_control.bags.recording import EvaluationSettings
+from hexapod_control.bags.settings import EvaluationSettings
 from hexapod_control.evaluation.bag import RunData
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import HexapodParameters

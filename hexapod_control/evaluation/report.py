@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from hexapod_control.bags.recording import EvaluationSettings
+from hexapod_control.bags.settings import EvaluationSettings
 from hexapod_control.evaluation import plots
 from hexapod_control.evaluation.bag import DIAGNOSTIC_LEVELS, RunData
 from hexapod_control.evaluation.metrics import ErrorStats, RunMetrics

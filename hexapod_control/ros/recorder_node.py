@@ -33,13 +33,9 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from hexapod_control.bags.recording import (
-    STORAGE_FORMATS,
-    BagWriter,
-    load_recording_settings,
-    parse_topic_overrides,
-    resolve_topic_names,
-)
+from hexapod_control.bags.recording import BagWriter
+from hexapod_control.bags.settings import STORAGE_FORMATS, load_recording_settings
+from hexapod_control.bags.topics import parse_topic_overrides, resolve_topic_names
 from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.parameters import load_parameters
 from hexapod_control.ros.conventions import MESSAGE_TYPES
