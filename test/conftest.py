@@ -73,3 +73,37 @@ def executor(context):
         yield ex
     finally:
         ex.shutdown()
+
+
+def in_ci() -> bool:
+    """CI services set CI=true; there a test must fail where a developer's run would skip."""
+    return os.environ.get("CI") == "true"
+
+
+@pytest.fixture
+def generation_sympy():
+    """SymPy of the version the generated dynamics record, for the byte checks of the generated code.
+
+    The generated text depends on the SymPy version (term order of the common subexpressions), so
+    another version cannot confirm it. Outside CI that is a skip with both versions in the reason;
+    in CI (CI=true) it is a failure, since CI must install the pinned version of requirements.txt.
+    """
+    from hexapod_control.model.generated import dynamics_terms
+
+    wanted = dynamics_terms.SYMPY_VERSION
+    try:
+        import sympy
+    except ImportError:
+        installed = None
+    else:
+        installed = sympy.__version__
+    if installed == wanted:
+        return sympy
+    message = (
+        f"the generated dynamics were made with SymPy {wanted}, installed: {installed or 'none'}; "
+        f"only SymPy {wanted} (pinned in requirements.txt) can check them"
+    )
+    if in_ci():
+        pytest.fail(message + " (CI=true: install requirements.txt)", pytrace=False)
+    pytest.skip(message + " (outside CI; CI=true fails here)")
+
