@@ -1,4 +1,10 @@
-"""Exceptions of the package: every bad input ends in one of these, never in a wrong number."""
+"""Exceptions of the package: every bad input ends in one of these, never in a wrong number.
+
+The one error tree: every public exception class of the package is defined here, derives from
+HexapodError, and is re-exported by the package root (test/test_errors.py checks both). A class
+that used to derive from a builtin keeps it as a second base, so older ``except`` clauses still
+match. Only module-private signals that never leave their module (``_Name``) live elsewhere.
+"""
 
 
 class HexapodError(Exception):
@@ -35,3 +41,17 @@ class SingularityError(HexapodError):
 
 class SimulationDivergedError(HexapodError):
     """A simulated plant left the physically meaningful region (NaN, runaway speed, open loops)."""
+
+
+class CompilationError(HexapodError, RuntimeError):
+    """The C backend cannot be used: no compiler, compilation failed, or the library is stale.
+
+    Still a RuntimeError, as before it joined this tree, for ``except RuntimeError`` callers."""
+
+
+class BagError(HexapodError):
+    """A bag cannot be opened or read at all, or holds too little to work with (one-line reason)."""
+
+
+class StackStalledError(HexapodError):
+    """A lockstep stage of the simulated ROS stack did not complete in time (a node died or discovery failed)."""

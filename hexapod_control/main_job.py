@@ -40,7 +40,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from hexapod_control.bags.recording import (
+from hexapod_control.bags import (
     BagWriter,
     diagnostics_cdr,
     effort_cdr,

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hexapod_control.bags.recording import (
+from hexapod_control.bags import (
     BagWriter,
     effort_cdr,
     joint_state_cdr,

@@ -18,7 +18,7 @@ from test_evaluation import (
     write_bag,
 )
 
-from hexapod_control.bags.recording import (
+from hexapod_control.bags import (
     BagError,
     BagWriter,
     diagnostics_cdr,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hexapod_control.bags.recording import BagWriter, deserialize, effort_cdr, joint_state_cdr, read_bag
+from hexapod_control.bags import BagWriter, deserialize, effort_cdr, joint_state_cdr, read_bag
 from hexapod_control.bags.settings import load_recording_settings
 from hexapod_control.bags.topics import parse_topic_overrides, resolve_topic_names
 from hexapod_control.errors import InvalidInputError, ParameterError

@@ -1,1 +1,51 @@
-"""rosbag2 bags: message encoding, writing, reading and salvage of damaged files."""
+"""rosbag2 bags through ``rosbags`` (no ROS needed): message encoding, writing, reading, salvage.
+
+Pure Python: the recorder node (``ros/recorder_node.py``) hands the writer the serialized CDR bytes
+its raw subscriptions receive, and the evaluation tools read bags recorded here or by
+``ros2 bag record`` on the real robot. The same message builders write the synthetic bags of the
+tests and the bags of the lockstep main job, so every bag goes through one code path.
+
+One job per module, each depending only on those above it:
+
+* :mod:`.topics` - topic names: the defaults of ``ros.conventions.TOPICS`` with the user's overrides.
+* :mod:`.settings` - the ``recording:`` section of the parameters file.
+* :mod:`.messages` - CDR bytes of the project's messages from plain numbers (``*_cdr``), and back.
+* :mod:`.writer` - :class:`BagWriter`, a bag (MCAP by default, sqlite3 as an option) of raw CDR messages.
+* :mod:`.contents` - :class:`BagContents`, what reading a bag yields.
+* :mod:`.salvage` - the messages before the damage of a storage file rosbags cannot open.
+* :mod:`.reader` - :func:`read_bag`: a bag directory, one without ``metadata.yaml`` or a lone file.
+
+A bag that cannot be read at all raises :class:`~hexapod_control.errors.BagError`.
+"""
+
+from hexapod_control.bags.contents import BagContents, TopicRecords
+from hexapod_control.bags.messages import (
+    deserialize,
+    diagnostics_cdr,
+    effort_cdr,
+    joint_state_cdr,
+    nanoseconds,
+    pose_cdr,
+    reference_cdr,
+)
+from hexapod_control.bags.reader import read_bag
+from hexapod_control.bags.topics import parse_topic_overrides, resolve_topic_names
+from hexapod_control.bags.writer import BagWriter
+from hexapod_control.errors import BagError
+
+__all__ = [
+    "BagContents",
+    "BagError",
+    "BagWriter",
+    "TopicRecords",
+    "deserialize",
+    "diagnostics_cdr",
+    "effort_cdr",
+    "joint_state_cdr",
+    "nanoseconds",
+    "parse_topic_overrides",
+    "pose_cdr",
+    "read_bag",
+    "reference_cdr",
+    "resolve_topic_names",
+]

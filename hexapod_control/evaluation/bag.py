@@ -28,7 +28,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from hexapod_control.bags.recording import BagContents, deserialize, read_bag
+from hexapod_control.bags import BagContents, deserialize, read_bag
 from hexapod_control.bags.topics import resolve_topic_names
 from hexapod_control.errors import InvalidInputError
 from hexapod_control.model.rotations import euler_zyx_from_quaternion
@@ -168,7 +168,7 @@ def load_run(
     topic_overrides: Optional[Mapping[str, str]] = None,
     label: Optional[str] = None,
 ) -> RunData:
-    """Read and decode the bag at ``path``; raises recording.BagError only when it cannot be opened."""
+    """Read and decode the bag at ``path``; raises BagError only when it cannot be opened."""
     names = resolve_topic_names(topic_overrides)
     wanted = {names[key] for key in EVALUATED_TOPICS}
     contents = read_bag(path, wanted)

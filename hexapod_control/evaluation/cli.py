@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from hexapod_control.bags.recording import BagError
+from hexapod_control.bags import BagError
 from hexapod_control.bags.settings import MATCHING_METHODS, EvaluationSettings, recording_settings_or_default
 from hexapod_control.bags.topics import parse_topic_overrides
 from hexapod_control.errors import HexapodError

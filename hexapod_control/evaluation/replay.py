@@ -23,7 +23,7 @@ from typing import Optional
 
 import numpy as np
 
-from hexapod_control.bags.recording import BagError
+from hexapod_control.bags import BagError
 from hexapod_control.bags.settings import MATCHING_METHODS, recording_settings_or_default
 from hexapod_control.bags.topics import parse_topic_overrides
 from hexapod_control.control.controllers import CONTROLLER_NAMES, GAIN_SETS, make_controller

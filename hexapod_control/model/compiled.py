@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from hexapod_control.errors import CompilationError
 from hexapod_control.model.generated import dynamics_terms as python_terms
 
 _LOG = logging.getLogger(__name__)
@@ -62,10 +63,6 @@ COMPILE_TIMEOUT = 900.0  # [s] -O2 on the 8000-line file takes 10-30 s on a load
 _GENERATED_PACKAGE = "hexapod_control.model.generated"
 _SIGNATURE = re.compile(r"^(\w+)\(([^)]*)\)->(vector|pair)\[(\d+)\]$")
 _ARGUMENT = re.compile(r"^(\w+)\[(\d+)\]$")
-
-
-class CompilationError(RuntimeError):
-    """The C backend cannot be used: no compiler, compilation failed, or the library is stale."""
 
 
 # ------------------------------------------------------------------------------ compilation

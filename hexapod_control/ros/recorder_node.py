@@ -15,7 +15,7 @@ QoS         reliable, keep-last ``RECORDER_QUEUE_DEPTH``: matches the project's 
 
 The bag is closed (index and metadata.yaml written) by :meth:`RecorderNode.close`, which
 ``destroy_node`` and Ctrl-C call; a recorder killed harder leaves a bag without metadata, which
-``hexapod_evaluate`` still reads (recording.read_bag salvages it).
+``hexapod_evaluate`` still reads (bags.read_bag salvages it).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from hexapod_control.bags.recording import BagWriter
+from hexapod_control.bags import BagWriter
 from hexapod_control.bags.settings import STORAGE_FORMATS, load_recording_settings
 from hexapod_control.bags.topics import parse_topic_overrides, resolve_topic_names
 from hexapod_control.errors import HexapodError, InvalidInputError

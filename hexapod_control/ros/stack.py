@@ -44,7 +44,7 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from hexapod_control.control.controllers import CONTROLLER_NAMES, load_controller_settings
 from hexapod_control.control.trajectories import wrap_angle
-from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
+from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError, StackStalledError
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
 from hexapod_control.model.rotations import euler_zyx_from_quaternion
 from hexapod_control.ros.common import RELIABLE_QOS, reference_point
@@ -74,10 +74,6 @@ def _fast_executor(context: Context):
     except ImportError:  # rclpy before Jazzy
         return SingleThreadedExecutor(context=context)
     return EventsExecutor(context=context)
-
-
-class StackStalledError(HexapodError):
-    """A lockstep stage did not complete in time (a node died or discovery failed)."""
 
 
 class TrackingMonitor(Node):
