@@ -81,14 +81,16 @@ def test_angular_velocity_and_acceleration_match_finite_differences():
         psi0, rate, acceleration = rng.uniform(-1, 1, 3), rng.normal(size=3), rng.normal(size=3)
         psi = lambda t: psi0 + rate * t + 0.5 * acceleration * t * t  # noqa: E731
         h = 1e-5
+        # Bounds about 4x the worst error of these central differences measured over the 20 draws
+        # (5.1e-10, 5.9e-10, 3.7e-10, 4.3e-10, in the order of the assertions).
         rotation_rate = (rotation_from_euler_zyx(psi(h)) - rotation_from_euler_zyx(psi(-h))) / (2 * h)
         omega = vee(rotation_rate @ rotation_from_euler_zyx(psi0).T)  # omega^ = R_dot R^T
-        np.testing.assert_allclose(angular_velocity_from_euler_rates(psi0, rate), omega, atol=1e-8)
-        np.testing.assert_allclose(euler_rates_from_angular_velocity(psi0, omega), rate, atol=1e-7)
+        np.testing.assert_allclose(angular_velocity_from_euler_rates(psi0, rate), omega, rtol=0, atol=2e-9)
+        np.testing.assert_allclose(euler_rates_from_angular_velocity(psi0, omega), rate, rtol=0, atol=2e-9)
         omega_at = lambda t: np.array(angular_velocity_from_euler_rates(psi(t), rate + acceleration * t))  # noqa: E731
         omega_dot = (omega_at(h) - omega_at(-h)) / (2 * h)
-        np.testing.assert_allclose(angular_acceleration_from_euler(psi0, rate, acceleration), omega_dot, atol=1e-7)
-        np.testing.assert_allclose(euler_accelerations(psi0, rate, omega_dot), acceleration, atol=1e-6)
+        np.testing.assert_allclose(angular_acceleration_from_euler(psi0, rate, acceleration), omega_dot, rtol=0, atol=1.5e-9)
+        np.testing.assert_allclose(euler_accelerations(psi0, rate, omega_dot), acceleration, rtol=0, atol=1.5e-9)
 
 
 def test_wrap_angle_lands_in_the_half_open_interval():
