@@ -73,12 +73,6 @@ def validation():
     return load_parameters(default_parameters_path("hexapod_validation.yaml"))
 
 
-def model_dynamics(model: HexapodModel) -> HexapodModel:
-    """The project's dynamics through the public model (gravity_term, inverse_dynamics)."""
-    assert hasattr(model, "gravity_term") and hasattr(model, "inverse_dynamics")
-    return model
-
-
 @pytest.fixture(scope="module", params=["experiments", "validation"])
 def parameters(request):
     return experiments() if request.param == "experiments" else validation()
@@ -196,14 +190,14 @@ def test_static_force_at_home_by_virtual_work_matches_the_thesis():
 
 @pytest.mark.parametrize("q", [np.full(6, HOME_Q)] + OFF_HOME_Q, ids=["home", "a", "b", "c"])
 def test_static_forces_equal_the_model_gravity_term(parameters, q):
-    model = model_dynamics(HexapodModel(parameters))
+    model = HexapodModel(parameters)
     plant = MujocoPlant(parameters)
     plant.reset(q)
     np.testing.assert_allclose(plant.holding_forces(), model.gravity_term(q), atol=FORCE_MATCH)
 
 
 def test_model_gravity_forces_hold_the_mujoco_robot_at_home(parameters):
-    model = model_dynamics(HexapodModel(parameters))
+    model = HexapodModel(parameters)
     plant = MujocoPlant(parameters)
     unheld = np.abs(plant.joint_accelerations()).max()  # zero forces: the robot starts to fall
     plant.apply_forces(model.gravity_term(model.home_q))
@@ -220,7 +214,7 @@ def test_model_gravity_forces_hold_the_mujoco_robot_at_home(parameters):
 # ---------------------------------------------------------------------- dynamics
 def test_accelerations_agree_with_the_model_inverse_dynamics():
     parameters = validation()
-    model = model_dynamics(HexapodModel(parameters))
+    model = HexapodModel(parameters)
     plant = MujocoPlant(parameters)
     rng = np.random.default_rng(0)
     for _ in range(5):
@@ -237,7 +231,7 @@ def test_accelerations_agree_with_the_model_inverse_dynamics():
 def test_open_loop_inverse_dynamics_follows_trajectory_682():
     """Fed the model's forces for (6.82) (zero-order hold), MuJoCo follows it without feedback."""
     parameters = validation()
-    model = model_dynamics(HexapodModel(parameters))
+    model = HexapodModel(parameters)
     plant = MujocoPlant(parameters)
     steps = round(DURATION / plant.dt)
     error, largest_force = 0.0, 0.0
