@@ -290,8 +290,8 @@ def test_controller_node_arms_controls_and_stops_on_stale_joint_states(make_node
     io.references.publish(reference_message(0.0, NAMES.base_frame, reference_point_from_euler(home, np.zeros(6), np.zeros(6))))
     spin_until(executor, lambda: node.last_reference_stamp is not None, DELIVERY_TIMEOUT_S, "the reference at the node")
     forces = io.command_after(lambda: io.states.publish(joint_state(0.001, HOME_Q)))
-    # At home, at rest, on the reference: computed torque gives the static force g_bar.
-    np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), atol=1e-6)
+    # At home, at rest, on the reference: computed torque gives the static force g_bar (8.9e-16 N apart measured).
+    np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), rtol=0, atol=4e-15)
     assert len(forces) == 6
 
     # No more joint states: the watchdog sends zero forces and reports why.
@@ -328,7 +328,7 @@ def test_controller_node_answers_bad_joint_states_with_zero_force(make_node, exe
     io.command_after(lambda: io.states.publish(joint_state(0.02, HOME_Q)))
     assert io.arm().success
     forces = io.command_after(lambda: io.states.publish(joint_state(0.03, HOME_Q)))
-    np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), atol=1e-9)
+    np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), rtol=0, atol=1e-15)  # HOLD at rest: 0 N apart measured
 
 
 def two_points(message):
@@ -363,7 +363,7 @@ def test_controller_node_holds_on_a_malformed_reference(make_node, executor, tmp
     io.references.publish(malformed)
     spin_until(executor, lambda: node.supervisor.invalid_references == 1, DELIVERY_TIMEOUT_S, "the malformed reference at the node")
     forces = io.command_after(lambda: io.states.publish(joint_state(0.001, HOME_Q)))
-    np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), atol=1e-9)
+    np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), rtol=0, atol=1e-15)  # HOLD at rest: 0 N apart measured
     status = io.wait_for_status(lambda s: s.level == DiagnosticStatus.ERROR, "the ERROR diagnostic")
     assert "invalid reference" in status.message and words in status.message
     assert values_of(status)["state"] == "fault" and values_of(status)["action"] == "hold"
