@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     settings = plant.settings
     print(
         f"{parameters.source}: plant step {plant.dt * 1e3:.3g} ms, {settings.substeps} MuJoCo substeps of "
-        f"{settings.timestep * 1e3:.3g} ms, {settings.integrator}, {settings.solver}"
+        f"{parameters.simulation.mujoco_timestep * 1e3:.3g} ms, {settings.integrator}, {settings.solver}"
     )
     best = math.inf
     for repeat in range(args.repeats):

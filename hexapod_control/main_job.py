@@ -49,18 +49,16 @@ from hexapod_control.bags import (
     pose_cdr,
     reference_cdr,
 )
-from hexapod_control.bags.settings import STORAGE_FORMATS, load_recording_settings
 from hexapod_control.control.controllers import (
     CONTROLLER_NAMES,
     ControlStatus,
-    load_controller_settings,
     make_controller,
 )
-from hexapod_control.errors import HexapodError, ParameterError
+from hexapod_control.errors import HexapodError
 from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.model.parameters import default_parameters_path, load_parameters
+from hexapod_control.model.parameters import STORAGE_FORMATS, default_parameters_path, load_parameters
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
-from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS, RosNames
+from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.simulation import BACKENDS, make_plant
 
 TRAJECTORY = "operational_space"  # thesis 6.5
@@ -95,21 +93,19 @@ class Progress:
 def run_direct(params_file: str, controller_name: str, backend: str, duration: float, bag_path: Path,
                storage: str, topic_keys, progress: Optional[Progress] = None) -> dict:
     """The lockstep stack without middleware (module docstring); returns a summary dict."""
-    from hexapod_control.control.safety import Action, SafetySupervisor, SupervisorState, load_safety_settings
+    from hexapod_control.control.safety import Action, SafetySupervisor, SupervisorState
     from hexapod_control.control.trajectories import make_trajectory
 
     parameters = load_parameters(params_file)
-    names = RosNames.from_parameters(parameters)
-    rate = parameters.section("simulation").positive("rate")
-    if rate != load_controller_settings(parameters).rate:
-        raise ParameterError(f"{parameters.source}: simulation.rate must equal controllers.rate for the lockstep stack")
+    names = parameters.ros
+    rate = parameters.simulation.rate  # = controllers.rate, checked at load
     plant = make_plant(backend, parameters)
     plant.reset(np.full(6, parameters.home_actuator_position))
     # The simulated stacks' gain set (ros/stack.py): the thesis K_p is unstable on the rigid-body
     # plant without rotor inertia (config: controllers.double_loop.simulated_plant).
     model = HexapodModel(parameters)  # one model; each component keeps its own FK warm start
     controller = make_controller(controller_name, model, gain_set=SIMULATION_GAIN_SET)
-    safety = load_safety_settings(parameters)
+    safety = parameters.safety
     supervisor = SafetySupervisor(model, safety, names.joint_names)
     trajectory = make_trajectory(TRAJECTORY, model)
     fk_state = model.create_state()
@@ -285,7 +281,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         params_file = str(args.params or default_parameters_path())
         parameters = load_parameters(params_file)
-        recording = load_recording_settings(parameters)
+        recording = parameters.recording
         storage = args.storage or recording.storage
         folder = Path(args.output) if args.output else Path(recording.output_directory) / datetime.now().strftime("%Y%m%d_%H%M%S")
         if folder.exists() and any(folder.iterdir()):

@@ -11,19 +11,16 @@ with both controller and plant on config/hexapod.yaml (nominal) and with the pla
 config/hexapod_validation.yaml (L = 0.3689 m, Table 6.1 masses: model mismatch).
 """
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
-import yaml
 
-from hexapod_control import HexapodModel, InvalidInputError, ParameterError
+from hexapod_control import HexapodModel, InvalidInputError
 from hexapod_control.control.controllers import (
     ControlStatus,
     DoubleLoopController,
-    load_controller_settings,
     make_controller,
 )
 from hexapod_control.control.trajectories import (
@@ -52,7 +49,7 @@ def validation_parameters():
 
 
 def with_force_limit(parameters, force_limit):
-    return parameters.replace(limits=dataclasses.replace(parameters.limits, actuator_force_max=force_limit))
+    return parameters.replace(limits={"actuator_force_max": force_limit})
 
 
 def lightest_mass_at_home(model):
@@ -60,22 +57,17 @@ def lightest_mass_at_home(model):
     return float(np.linalg.eigvalsh(model.mass_matrix(model.home_q, phi=fk.phi))[0])
 
 
-def simulation_double_loop_settings(model):
-    """The shipped "simulated_plant" gain set: thesis gains with the inner-loop K_p lowered.
-
-    The rigid-body model has no motor rotor inertia, so its lightest actuator-space mass is
-    ~0.83 kg; the sampled PI velocity loop needs K_p < 2 m_min / dt (see the stability test),
-    and the thesis K_p = 3000 N s/m exceeds it.
-    """
-    return load_controller_settings(model.parameters, gain_set="simulated_plant")
+# The shipped gain set of the simulated plants: thesis gains with the inner-loop K_p lowered. The
+# rigid-body model has no motor rotor inertia, so its lightest actuator-space mass is ~0.83 kg; the
+# sampled PI velocity loop needs K_p < 2 m_min / dt (see the stability test), and the thesis
+# K_p = 3000 N s/m exceeds it.
+SIMULATED_PLANT = "simulated_plant"
 
 
 def controller_for(name, parameters, **double_loop_changes):
-    model = HexapodModel(parameters)
-    settings = simulation_double_loop_settings(model) if name == "double_loop" else load_controller_settings(parameters)
     if double_loop_changes:
-        settings = dataclasses.replace(settings, double_loop=dataclasses.replace(settings.double_loop, **double_loop_changes))
-    return make_controller(name, model, settings)
+        parameters = parameters.replace(controllers={"double_loop": double_loop_changes})
+    return make_controller(name, HexapodModel(parameters), gain_set=SIMULATED_PLANT)
 
 
 @dataclass
@@ -140,7 +132,7 @@ def tracking_run(cache, name, plant_parameters, duration):
 # ------------------------------------------------------------------------------------ settings
 @pytest.mark.parametrize("file", ["hexapod.yaml", "hexapod_validation.yaml"])
 def test_settings_hold_the_thesis_gains(file):
-    settings = load_controller_settings(load_parameters(default_parameters_path(file)))
+    settings = load_parameters(default_parameters_path(file)).controllers
     assert settings.rate == 1000.0
     np.testing.assert_array_equal(settings.double_loop.kinematic_gain, THESIS_K)
     np.testing.assert_array_equal(settings.double_loop.velocity_proportional_gain, [THESIS_KP] * 6)
@@ -151,44 +143,15 @@ def test_settings_hold_the_thesis_gains(file):
     assert 0.0 <= rule.stop_threshold < rule.damping_threshold < 1.0
 
 
-def _write_modified(tmp_path, edit):
-    document = yaml.safe_load(default_parameters_path("hexapod.yaml").read_text())
-    edit(document["hexapod"]["controllers"])
-    path = tmp_path / "edited.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
-
-
-@pytest.mark.parametrize(
-    "edit, key",
-    [
-        (lambda c: c["double_loop"].update(velocity_proportional_gain=-3000), "hexapod.controllers.double_loop.velocity_proportional_gain"),
-        (lambda c: c["double_loop"].update(kinematic_gain=[15, 15, 10]), "hexapod.controllers.double_loop.kinematic_gain"),
-        (lambda c: c["double_loop"].update(velocity_integral_gain="high"), "hexapod.controllers.double_loop.velocity_integral_gain"),
-        (lambda c: c["double_loop"].update(anti_windup="clamp"), "hexapod.controllers.double_loop.anti_windup"),
-        (lambda c: c["computed_torque"].update(position_gain=[35e3, 35e3, 50e3, 80e3, 100e3, 0.0]), "hexapod.controllers.computed_torque.position_gain"),
-        (lambda c: c["computed_torque"].update(velocity_gain=[190, 250, 420, 550, 550, float("nan")]), "hexapod.controllers.computed_torque.velocity_gain"),
-        (lambda c: c.update(rate=0), "hexapod.controllers.rate"),
-        (lambda c: c["singularity"].update(stop_threshold=0.5), "hexapod.controllers.singularity"),
-        (lambda c: c["singularity"].update(max_damping=-1.0), "hexapod.controllers.singularity.max_damping"),
-        (lambda c: c["computed_torque"].update(kp=1), "hexapod.controllers.computed_torque"),
-        (lambda c: c.pop("double_loop"), "hexapod.controllers.double_loop"),
-    ],
-)
-def test_bad_controller_settings_name_the_key_and_file(tmp_path, edit, key):
-    path = _write_modified(tmp_path, edit)
-    with pytest.raises(ParameterError) as raised:
-        load_controller_settings(load_parameters(path))
-    assert key in str(raised.value) and str(path) in str(raised.value)
-
-
 def test_make_controller_rejects_unknown_names():
     with pytest.raises(InvalidInputError):
         make_controller("pid", HexapodModel(nominal_parameters()))
+    with pytest.raises(InvalidInputError, match="gain set"):
+        make_controller("computed_torque", HexapodModel(nominal_parameters()), gain_set="simulated")
 
 
 # ------------------------------------------------------------------------------------ stability at 1 kHz
-def linearised_spectral_radius(model, name, settings):
+def linearised_spectral_radius(model, name, settings, gain_set="robot"):
     """Spectral radius of the sampled closed loop linearised at home (rest, exact model).
 
     State x = (e, v[, I]) with e = q - q_home. xi - xi_d ~ J_A e, so the outer loops act through
@@ -210,9 +173,9 @@ def linearised_spectral_radius(model, name, settings):
         position = np.hstack((eye, zero)) + dt * velocity
         closed = np.vstack((position, velocity))
     else:
-        gains = settings.double_loop
-        k_q = through_jacobian(gains.kinematic_gain)
-        kp, ki = np.diag(gains.velocity_proportional_gain), np.diag(gains.velocity_integral_gain)
+        velocity_gains = settings.double_loop.velocity_gains(gain_set)
+        k_q = through_jacobian(settings.double_loop.kinematic_gain)
+        kp, ki = np.diag(velocity_gains.velocity_proportional_gain), np.diag(velocity_gains.velocity_integral_gain)
         force = np.hstack((-kp @ k_q, -kp, ki))  # tau - g_bar, g_bar cancelled at equilibrium
         velocity = np.hstack((zero, eye, zero)) + dt * inverse_mass @ force
         position = np.hstack((eye, zero, zero)) + dt * velocity
@@ -223,7 +186,7 @@ def linearised_spectral_radius(model, name, settings):
 
 def test_thesis_gains_at_1khz_computed_torque_stable_double_loop_not():
     model = HexapodModel(nominal_parameters())
-    settings = load_controller_settings(model.parameters)
+    settings = model.parameters.controllers
     assert settings.period == pytest.approx(1e-3)
     # Computed torque cancels M_bar: per axis v+ = (1 - K_V dt) v - K_P dt e, stable for all six.
     assert linearised_spectral_radius(model, "computed_torque", settings) < 0.95
@@ -232,18 +195,15 @@ def test_thesis_gains_at_1khz_computed_torque_stable_double_loop_not():
     bound = 2.0 * lightest_mass_at_home(model) / settings.period
     assert THESIS_KP > bound
     assert linearised_spectral_radius(model, "double_loop", settings) > 2.0
-    lowered = simulation_double_loop_settings(model)
-    assert linearised_spectral_radius(model, "double_loop", lowered) < 1.0
+    assert linearised_spectral_radius(model, "double_loop", settings, SIMULATED_PLANT) < 1.0
     # The shipped K_p = m_min / dt puts the lightest mode's velocity pole near 0; K_i keeps the
     # thesis integral time.
-    gains = lowered.double_loop
+    gains = settings.double_loop.velocity_gains(SIMULATED_PLANT)
     assert gains.velocity_proportional_gain[0] == pytest.approx(bound / 2.0, rel=0.02)
     assert gains.velocity_integral_gain[0] / gains.velocity_proportional_gain[0] == pytest.approx(4750.6 / THESIS_KP, rel=1e-3)
-    just_below = dataclasses.replace(
-        settings, double_loop=dataclasses.replace(settings.double_loop, velocity_proportional_gain=np.full(6, 0.97 * bound))
-    )
-    just_above = dataclasses.replace(
-        settings, double_loop=dataclasses.replace(settings.double_loop, velocity_proportional_gain=np.full(6, 1.03 * bound))
+    just_below, just_above = (
+        model.parameters.replace(controllers={"double_loop": {"velocity_proportional_gain": factor * bound}}).controllers
+        for factor in (0.97, 1.03)
     )
     assert linearised_spectral_radius(model, "double_loop", just_below) < 1.0
     assert linearised_spectral_radius(model, "double_loop", just_above) > 1.0
@@ -442,11 +402,10 @@ def test_near_a_singularity_damped_then_stopped(name):
     assert output.status == ControlStatus.NEAR_SINGULAR and not output.safe_output
     assert np.all(np.isfinite(output.forces)) and output.jacobian_conditioning == pytest.approx(conditioning)
     # Raising the stop threshold above this conditioning turns the same step into the safe output.
-    stopping = dataclasses.replace(
-        controller.settings,
-        singularity=dataclasses.replace(rule, stop_threshold=1.01 * conditioning, damping_threshold=0.5),
-    )
-    stopped = make_controller(name, HexapodModel(parameters), stopping)
+    stopping = parameters.replace(
+        controllers={"singularity": {"stop_threshold": 1.01 * conditioning, "damping_threshold": 0.5}}
+    ).controllers
+    stopped = make_controller(name, HexapodModel(parameters), stopping, gain_set=SIMULATED_PLANT)
     stopped.reset(0.0, q, np.zeros(6))
     output = stopped.update(0.0, q, np.zeros(6), reference)
     assert output.status == ControlStatus.SINGULAR and output.safe_output
@@ -460,10 +419,9 @@ def test_damped_inverse_is_continuous_at_the_threshold():
     q = model.home_q + np.array([0.01, -0.02, 0.015, 0.0, -0.01, 0.02])
     conditioning = model.analytic_jacobian(q).jacobian_conditioning
     plain = controller_for("computed_torque", parameters)
-    settings = plain.settings
-    at_threshold = dataclasses.replace(
-        settings, singularity=dataclasses.replace(settings.singularity, damping_threshold=conditioning * (1 + 1e-12))
-    )
+    at_threshold = parameters.replace(
+        controllers={"singularity": {"damping_threshold": conditioning * (1 + 1e-12)}}
+    ).controllers
     damped = make_controller("computed_torque", HexapodModel(parameters), at_threshold)
     # 0.1 mm / 0.1 mrad from the measured pose, so no actuator saturates and all six forces count
     # (toward home, 2 cm away, five of the six sit at the force limit whatever the inverse).

@@ -1,6 +1,5 @@
 """The embedded simulator against properties of mechanics, not against its own outputs."""
 
-import dataclasses
 import math
 
 import numpy as np
@@ -10,7 +9,7 @@ from hexapod_control import HexapodModel, InvalidInputError, load_parameters
 from hexapod_control.errors import SimulationDivergedError
 from hexapod_control.model.parameters import default_parameters_path
 from hexapod_control.simulation import make_plant
-from hexapod_control.simulation.embedded import EmbeddedSimulator, load_embedded_settings
+from hexapod_control.simulation.embedded import EmbeddedSimulator
 
 HOME = np.full(6, 0.1765)
 AMPLITUDES = np.array([0.05, 0.08, 0.08, 0.05, 0.08, 0.05])
@@ -29,11 +28,8 @@ def thesis_joint_trajectory(t):
 
 def simulator(integrator="semi_implicit_euler", substeps=1, sensor=None, parameters=None):
     parameters = parameters or load_parameters()
-    settings = load_embedded_settings(parameters)
-    settings = dataclasses.replace(settings, integrator=integrator, substeps=substeps)
-    if sensor is not None:
-        settings = dataclasses.replace(settings, sensor=dataclasses.replace(settings.sensor, **sensor))
-    return EmbeddedSimulator(parameters, settings)
+    changes = {"embedded": {"integrator": integrator, "substeps": substeps}, "sensor": sensor or {}}
+    return EmbeddedSimulator(parameters.replace(simulation=changes))
 
 
 def test_static_forces_hold_the_robot_at_home():

@@ -27,7 +27,6 @@ from hexapod_control.bags import (
     pose_cdr,
     reference_cdr,
 )
-from hexapod_control.bags.settings import load_recording_settings
 from hexapod_control.control.controllers import make_controller
 from hexapod_control.control.trajectories import Reference, make_trajectory
 from hexapod_control.evaluation.bag import load_run
@@ -38,14 +37,14 @@ from hexapod_control.evaluation.replay import replay_run
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import load_parameters
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
-from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS, RosNames
+from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 
 PARAMETERS = load_parameters()
-JOINT_NAMES = RosNames.from_parameters(PARAMETERS).joint_names
-RATE = PARAMETERS.section("controllers").positive("rate")  # the control rate the stack records at
+JOINT_NAMES = PARAMETERS.ros.joint_names
+RATE = PARAMETERS.controllers.rate  # the control rate the stack records at
 DT = 1.0 / RATE
 FORCE_LIMIT = PARAMETERS.limits.actuator_force_max
-SETTINGS = load_recording_settings(PARAMETERS).evaluation
+SETTINGS = PARAMETERS.recording.evaluation
 
 # Short runs keep the suite quick on a shared 2-core machine; the signals below vary within them.
 DURATION_S = 0.4
@@ -130,7 +129,7 @@ def write_bag(path: Path, run: SyntheticRun, storage: str = "mcap", topics=None,
 
 
 def settings(**changes):
-    return dataclasses.replace(SETTINGS, steady_state_start=STEADY_START_S, **changes)
+    return PARAMETERS.replace(recording={"evaluation": {"steady_state_start": STEADY_START_S, **changes}}).recording.evaluation
 
 
 @pytest.fixture(scope="module")

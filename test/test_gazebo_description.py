@@ -18,7 +18,7 @@ import yaml
 
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import load_parameters
-from hexapod_control.ros.conventions import TOPICS, RosNames
+from hexapod_control.ros.conventions import TOPICS
 from hexapod_control.simulation import gazebo_description as gd
 
 REPO = Path(__file__).resolve().parent.parent
@@ -168,7 +168,7 @@ def table_frames(parameters, q):
 def setup(request):
     parameters = load_parameters(REPO / "config" / request.param)
     text = gd.build_urdf(parameters, CONTROLLERS_FILE)
-    return parameters, Urdf(text), RosNames.from_parameters(parameters)
+    return parameters, Urdf(text), parameters.ros
 
 
 # ------------------------------------------------------------------------------------ structure
@@ -230,9 +230,9 @@ def test_controllers_file_matches_parameters_and_is_regenerated():
         "hexapod_control.simulation.gazebo_description --controllers config/gz_ros2_controllers.yaml"
     )
     config = yaml.safe_load(CONTROLLERS_FILE.read_text())
-    names = RosNames.from_parameters(parameters)
+    names = parameters.ros
     manager = config["controller_manager"]["ros__parameters"]
-    assert manager["update_rate"] == parameters.section("controllers").positive("rate")
+    assert manager["update_rate"] == parameters.controllers.rate
     assert manager["effort_controller"]["type"] == "effort_controllers/JointGroupEffortController"
     assert manager["joint_state_broadcaster"]["type"] == "joint_state_broadcaster/JointStateBroadcaster"
     assert config["effort_controller"]["ros__parameters"]["joints"] == list(names.joint_names)
@@ -257,7 +257,7 @@ def test_world_uses_parameters():
     parameters = load_parameters()
     world = ET.fromstring(gd.build_world_sdf(parameters)).find("world")
     step = float(world.findtext("physics/max_step_size"))
-    assert step == pytest.approx(1.0 / parameters.section("simulation").positive("rate"), rel=1e-15)
+    assert step == pytest.approx(1.0 / parameters.simulation.rate, rel=1e-15)
     assert np.allclose(floats(world.findtext("gravity")), [0.0, 0.0, -parameters.gravity])
     assert world.findtext("physics/dart/solver/solver_type") == "pgs"
 

@@ -24,7 +24,6 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from hexapod_control.model.parameters import load_parameters
-from hexapod_control.ros.conventions import RosNames
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / "launch" / "hardware.launch.py"
 STARTUP_TIMEOUT_S = 60.0  # three node processes start and discover each other (~3 s)
@@ -50,7 +49,7 @@ class TestAroundADriver(unittest.TestCase):
 
     def test_disarmed_controller_answers_with_zero_and_fk_publishes_the_pose(self):
         parameters = load_parameters()
-        names = RosNames.from_parameters(parameters)
+        names = parameters.ros
         commands, poses = [], []
         publisher = self.node.create_publisher(JointState, "/joint_states", 10)
         self.node.create_subscription(Float64MultiArray, "/effort_controller/commands", commands.append, 10)

@@ -10,11 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hexapod_control.bags.settings import load_recording_settings
 from hexapod_control.evaluation.bag import load_run
 from hexapod_control.main_job import run_direct
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
-from hexapod_control.ros.conventions import RosNames
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHORT_DURATION_S = 0.3  # a few hundred control steps per controller: what CI can afford
@@ -64,12 +62,12 @@ def test_direct_transport_records_what_the_ros_stack_records(tmp_path, controlle
 
     params = str(default_parameters_path())
     parameters = load_parameters(params)
-    topics = load_recording_settings(parameters).topics
-    joint_names = RosNames.from_parameters(parameters).joint_names
+    topics = parameters.recording.topics
+    joint_names = parameters.ros.joint_names
     run_ros(params, controller, "embedded", ROS_STEPS_S, tmp_path / "ros", "mcap", topics)
     run_direct(params, controller, "embedded", ROS_STEPS_S, tmp_path / "direct", "mcap", topics)
     ros, direct = load_run(tmp_path / "ros", joint_names), load_run(tmp_path / "direct", joint_names)
-    assert ros.joint_t.size == direct.joint_t.size == round(ROS_STEPS_S * parameters.section("controllers").positive("rate"))
+    assert ros.joint_t.size == direct.joint_t.size == round(ROS_STEPS_S * parameters.controllers.rate)
     np.testing.assert_array_equal(ros.joint_t, direct.joint_t)
     # Same deterministic lockstep sequence. The ROS trajectory node may centre the trajectory on the
     # home pose it measured through the FK node's message (a quaternion round trip, ~1e-11), which

@@ -12,13 +12,9 @@ import mujoco
 import numpy as np
 import pytest
 
-from hexapod_control import HexapodModel, InvalidInputError, ParameterError
+from hexapod_control import HexapodModel, InvalidInputError
 from hexapod_control.errors import SimulationDivergedError
-from hexapod_control.model.parameters import (
-    default_parameters_path,
-    load_parameters,
-    parameters_from_mapping,
-)
+from hexapod_control.model.parameters import default_parameters_path, load_parameters
 from hexapod_control.simulation import mjcf
 from hexapod_control.simulation.mujoco_plant import MujocoPlant, rot_x
 
@@ -278,7 +274,7 @@ def test_forces_are_saturated_and_bad_commands_rejected():
         with pytest.raises(InvalidInputError):
             plant.apply_forces(bad)
     np.testing.assert_allclose(plant.data.ctrl[:2], [limit, -limit])  # a rejected command changes nothing
-    assert plant.dt == pytest.approx(1.0 / parameters.section("simulation").positive("rate"))
+    assert plant.dt == pytest.approx(1.0 / parameters.simulation.rate)
     plant.step(3)
     assert plant.time == pytest.approx(3 * plant.dt)
 
@@ -302,26 +298,3 @@ def test_divergence_is_an_error_never_a_nan_state(tmp_path, monkeypatch):
     with pytest.raises(SimulationDivergedError):
         plant.step()
     np.testing.assert_array_equal(plant.joint_positions(), good)
-
-
-def test_settings_errors_name_key_and_file():
-    document = {"hexapod": {
-        "geometry": {f: getattr(experiments().geometry, f) for f in (
-            "base_side", "leg_length", "platform_offset", "platform_com_offset", "pu_part1_com_offset",
-            "s_part2_com_offset")},
-        "gravity": 9.81,
-        "home_actuator_position": HOME_Q,
-        "bodies": {name: {"mass": getattr(experiments().bodies, name).mass,
-                          "inertia": list(getattr(experiments().bodies, name).inertia)} for name in mjcf.BODY_GROUPS},
-        "limits": {"actuator_position_min": 0.02, "actuator_position_max": 0.4, "min_slider_separation": 0.08,
-                   "actuator_speed_max": 0.65, "actuator_force_max": 333.0},
-        "simulation": dict(experiments().extensions["simulation"]),
-    }}
-    document["hexapod"]["simulation"]["mujoco"] = dict(document["hexapod"]["simulation"]["mujoco"], integrator="RK45")
-    with pytest.raises(ParameterError, match=r"lab\.yaml: hexapod\.simulation\.mujoco\.integrator"):
-        MujocoPlant(parameters_from_mapping(document, source="lab.yaml"))
-    document["hexapod"]["simulation"]["mujoco"] = dict(
-        document["hexapod"]["simulation"]["mujoco"], integrator="RK4", equality_solimp=[1.5, 0.9, 0.001, 0.5, 2.0]
-    )
-    with pytest.raises(ParameterError, match=r"lab\.yaml: hexapod\.simulation\.mujoco\.equality_solimp"):
-        MujocoPlant(parameters_from_mapping(document, source="lab.yaml"))

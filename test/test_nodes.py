@@ -40,7 +40,6 @@ from hexapod_control.ros.common import (
 from hexapod_control.ros.controller_node import ControllerNode
 from hexapod_control.ros.conventions import (
     TOPICS,
-    RosNames,
     euler_from_reference_point,
     reference_point_from_euler,
     stamp_fields,
@@ -55,7 +54,7 @@ from hexapod_control.ros.trajectory_node import TrajectoryNode
 HAND_FED_SAFETY = {"joint_state_timeout": 1.0, "watchdog_period": 0.05, "reference_timeout": 30.0}
 
 PARAMETERS = load_parameters()
-NAMES = RosNames.from_parameters(PARAMETERS)
+NAMES = PARAMETERS.ros
 HOME_Q = np.full(6, PARAMETERS.home_actuator_position)
 
 

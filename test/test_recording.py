@@ -1,4 +1,4 @@
-"""Recording: bag writer/reader round trips, the recording settings, and the recorder node with
+"""Recording: bag writer/reader round trips, topic overrides, and the recorder node with
 real rclpy publishers (fresh Context per test, matching awaited by spinning, never sleeping)."""
 
 from __future__ import annotations
@@ -7,10 +7,8 @@ import numpy as np
 import pytest
 
 from hexapod_control.bags import BagWriter, deserialize, effort_cdr, joint_state_cdr, read_bag
-from hexapod_control.bags.settings import load_recording_settings
 from hexapod_control.bags.topics import parse_topic_overrides, resolve_topic_names
-from hexapod_control.errors import InvalidInputError, ParameterError
-from hexapod_control.model.parameters import load_parameters, parameters_from_mapping
+from hexapod_control.errors import InvalidInputError
 from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 
 JOINT_NAMES = [f"slider_{k}" for k in range(6)]
@@ -44,30 +42,6 @@ def test_writer_refuses_to_overwrite_and_unknown_types(tmp_path):
         BagWriter(tmp_path / "x", "rosbag1")
     with BagWriter(tmp_path / "y") as writer, pytest.raises(InvalidInputError, match="unknown"):
         writer.add_topic("/a", "no_msgs/msg/Nothing")
-
-
-def test_recording_settings_from_both_shipped_files():
-    for name in ("hexapod.yaml", "hexapod_validation.yaml"):
-        settings = load_recording_settings(load_parameters(load_parameters().source.replace("hexapod.yaml", name)))
-        assert settings.storage in ("mcap", "sqlite3")
-        assert set(settings.topics) <= set(TOPICS)
-        assert settings.evaluation.reference_matching in ("interpolate", "latest")
-
-
-def test_recording_settings_errors_name_the_key():
-    import copy
-
-    import yaml
-
-    document = yaml.safe_load(open(load_parameters().source))
-    for key, value, message in (
-        ("storage", "rosbag1", "hexapod.recording.storage"),
-        ("topics", ["joint_states", "nope"], "hexapod.recording.topics"),
-    ):
-        bad = copy.deepcopy(document)
-        bad["hexapod"]["recording"][key] = value
-        with pytest.raises(ParameterError, match=message):
-            load_recording_settings(parameters_from_mapping(bad))
 
 
 def test_topic_overrides():

@@ -5,19 +5,16 @@ import math
 
 import numpy as np
 import pytest
-import yaml
 
 from hexapod_control.control.controllers import make_controller
 from hexapod_control.control.safety import (
     Action,
     SafetySupervisor,
     SupervisorState,
-    load_safety_settings,
 )
 from hexapod_control.control.trajectories import home_pose
-from hexapod_control.errors import ParameterError
 from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.model.parameters import default_parameters_path, load_parameters
+from hexapod_control.model.parameters import load_parameters
 from hexapod_control.ros.conventions import reference_point_from_euler
 
 NAMES = [f"slider_{k}" for k in range(6)]
@@ -40,7 +37,7 @@ def home(parameters):
 
 @pytest.fixture
 def supervisor(parameters):
-    settings = dataclasses.replace(load_safety_settings(parameters), hold_damping=HOLD_DAMPING)
+    settings = parameters.replace(safety={"hold_damping": HOLD_DAMPING}).safety
     return SafetySupervisor(HexapodModel(parameters), settings, NAMES)
 
 
@@ -85,33 +82,6 @@ def static_forces(parameters, q, step=STATIC_FORCE_STEP):
          + potential(q - 2 * step * u)) / (12 * step)
         for u in unit
     ])
-
-
-# ------------------------------------------------------------------------------------------ settings
-def test_both_shipped_files_have_a_safety_section():
-    for name in ("hexapod.yaml", "hexapod_validation.yaml"):
-        settings = load_safety_settings(load_parameters(default_parameters_path(name)))
-        assert settings.watchdog_period < settings.joint_state_timeout
-        assert settings.force_max == 333.0
-
-
-@pytest.mark.parametrize(
-    "edit, key",
-    [
-        ({"joint_state_timeout": -0.1}, "hexapod.safety.joint_state_timeout"),
-        ({"hold_damping": -1.0}, "hexapod.safety.hold_damping"),
-        ({"watchdog_period": 0.5}, "hexapod.safety.watchdog_period"),
-        ({"reference_timout": 0.1}, "hexapod.safety"),
-    ],
-)
-def test_bad_safety_settings_name_the_key(tmp_path, edit, key):
-    document = yaml.safe_load(default_parameters_path().read_text())
-    document["hexapod"]["safety"].update(edit)
-    path = tmp_path / "bad_safety.yaml"
-    path.write_text(yaml.safe_dump(document))
-    with pytest.raises(ParameterError, match=key.replace(".", r"\.")) as error:
-        load_safety_settings(load_parameters(path))
-    assert str(path) in str(error.value)
 
 
 # ------------------------------------------------------------------------------------------ arming

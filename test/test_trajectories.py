@@ -4,12 +4,10 @@ import math
 
 import numpy as np
 import pytest
-import yaml
 
 from hexapod_control import (
     HexapodModel,
     InvalidInputError,
-    ParameterError,
     UnreachablePoseError,
 )
 from hexapod_control.control.trajectories import (
@@ -19,7 +17,6 @@ from hexapod_control.control.trajectories import (
     SmoothMove,
     cubic_exponential_ramp,
     home_pose,
-    load_trajectory_settings,
     make_trajectory,
 )
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
@@ -73,7 +70,7 @@ def assert_derivatives_match(trajectory, times, velocity_tolerance, acceleration
 
 @pytest.mark.parametrize("name", ["hexapod.yaml", "hexapod_validation.yaml"])
 def test_settings_hold_the_thesis_values(name):
-    settings = load_trajectory_settings(load_parameters(default_parameters_path(name)))
+    settings = load_parameters(default_parameters_path(name)).trajectories
     op = settings.operational_space
     assert op.ramp_rate == EXPERIMENT_KAPPA and op.angular_frequency == pytest.approx(EXPERIMENT_OMEGA, rel=1e-15)
     np.testing.assert_allclose(op.amplitudes, [EXPERIMENT_C] * 3 + [EXPERIMENT_ANGLE_C] * 3, rtol=1e-15)
@@ -187,7 +184,7 @@ def test_smooth_move_respects_the_speed_limit_and_ends_at_rest(model, displaceme
         np.testing.assert_allclose(ref.acceleration, 0.0, atol=1e-14)  # 2.1e-15 measured
     # 2.0e-10 and 3.8e-9 worst measured over the three moves.
     assert_derivatives_match(move, 2.0 + move.duration * np.array([0.1, 0.37, 0.5, 0.81]), 6e-10, 1.2e-8)
-    settings = load_trajectory_settings(model.parameters).move
+    settings = model.parameters.trajectories.move
     bound = settings.speed_fraction * model.parameters.limits.actuator_speed_max
     peak = peak_actuator_speed(model, move)
     assert peak <= bound * 1.01  # the bound is enforced at path samples, the peak is sampled finely
@@ -221,31 +218,3 @@ def test_invalid_time_is_rejected(model):
         make_trajectory("operational_space", model).sample(math.nan)
     with pytest.raises(InvalidInputError):
         make_trajectory("circle", model)
-
-
-def _write_modified(tmp_path, edit):
-    document = yaml.safe_load(default_parameters_path("hexapod.yaml").read_text())
-    edit(document["hexapod"]["trajectories"])
-    path = tmp_path / "edited.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
-
-
-@pytest.mark.parametrize(
-    "edit, key",
-    [
-        (lambda s: s["operational_space"].update(ramp_rate=-0.01), "hexapod.trajectories.operational_space.ramp_rate"),
-        (lambda s: s["operational_space"].update(waveforms=["cos"] * 5), "hexapod.trajectories.operational_space.waveforms"),
-        (lambda s: s["operational_space"].update(waveforms=["tan"] * 6), "hexapod.trajectories.operational_space.waveforms"),
-        (lambda s: s["joint_space"].update(amplitudes=[0.05, 0.08]), "hexapod.trajectories.joint_space.amplitudes"),
-        (lambda s: s["move"].update(speed_fraction=1.5), "hexapod.trajectories.move.speed_fraction"),
-        (lambda s: s["move"].update(path_samples=1), "hexapod.trajectories.move.path_samples"),
-        (lambda s: s["move"].update(typo=1), "hexapod.trajectories.move"),
-        (lambda s: s.pop("joint_space"), "hexapod.trajectories.joint_space"),
-    ],
-)
-def test_bad_trajectory_settings_name_the_key_and_file(tmp_path, edit, key):
-    path = _write_modified(tmp_path, edit)
-    with pytest.raises(ParameterError) as raised:
-        load_trajectory_settings(load_parameters(path))
-    assert key in str(raised.value) and str(path) in str(raised.value)

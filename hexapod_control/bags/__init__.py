@@ -8,7 +8,6 @@ tests and the bags of the lockstep main job, so every bag goes through one code 
 One job per module, each depending only on those above it:
 
 * :mod:`.topics` - topic names: the defaults of ``ros.conventions.TOPICS`` with the user's overrides.
-* :mod:`.settings` - the ``recording:`` section of the parameters file.
 * :mod:`.messages` - CDR bytes of the project's messages from plain numbers (``*_cdr``), and back.
 * :mod:`.writer` - :class:`BagWriter`, a bag (MCAP by default, sqlite3 as an option) of raw CDR messages.
 * :mod:`.contents` - :class:`BagContents`, what reading a bag yields.

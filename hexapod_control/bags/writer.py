@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hexapod_control.bags.messages import typestore
-from hexapod_control.bags.settings import STORAGE_FORMATS
 from hexapod_control.errors import InvalidInputError
+from hexapod_control.model.parameters import STORAGE_FORMATS
 
 ROSBAG2_VERSION = 9  # the rosbag2 format of Jazzy/Kilted; older `ros2 bag` versions read 8 and 9
 

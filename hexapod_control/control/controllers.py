@@ -65,17 +65,14 @@ from hexapod_control.errors import (
     AssemblyModeJumpError,
     ConvergenceError,
     InvalidInputError,
-    ParameterError,
     SingularityError,
 )
 from hexapod_control.model.hexapod import JOINT_NAMES, HexapodModel
-from hexapod_control.model.parameters import HexapodParameters
+from hexapod_control.model.parameters import GAIN_SETS, ControllerSettings
 from hexapod_control.model.rotations import wrap_angle
 from hexapod_control.model.validation import as_vector
 
 CONTROLLER_NAMES = ("double_loop", "computed_torque")
-ANTI_WINDUP_MODES = ("conditional_integration", "none")
-GAIN_SETS = ("robot", "simulated_plant")
 _KINEMATICS_ERRORS = (ConvergenceError, AssemblyModeJumpError, AssemblyError)
 
 
@@ -112,103 +109,6 @@ class ControlOutput:
         return self.status in SAFE_OUTPUT_STATUSES
 
 
-# ------------------------------------------------------------------------------------------ settings
-@dataclass(frozen=True)
-class SingularitySettings:
-    damping_threshold: float
-    stop_threshold: float
-    max_damping: float  # fraction of sigma_max
-    constraint_stop_threshold: float
-
-
-@dataclass(frozen=True)
-class DoubleLoopSettings:
-    kinematic_gain: np.ndarray  # K (6,) [1/s]
-    velocity_proportional_gain: np.ndarray  # K_p (6,) [N s/m]
-    velocity_integral_gain: np.ndarray  # K_i (6,) [N/m]
-    anti_windup: str
-
-
-@dataclass(frozen=True)
-class ComputedTorqueSettings:
-    position_gain: np.ndarray  # K_P (6,) [1/s^2]
-    velocity_gain: np.ndarray  # K_V (6,) [1/s]
-
-
-@dataclass(frozen=True)
-class ControllerSettings:
-    rate: float  # [Hz]
-    singularity: SingularitySettings
-    double_loop: DoubleLoopSettings
-    computed_torque: ComputedTorqueSettings
-
-    @property
-    def period(self) -> float:
-        return 1.0 / self.rate
-
-
-def load_controller_settings(parameters: HexapodParameters, gain_set: str = "robot") -> ControllerSettings:
-    """Read and validate ``hexapod.controllers``; errors name the key and the file.
-
-    ``gain_set`` "robot" gives the gains of the real robot (the thesis); "simulated_plant" replaces
-    the double loop's velocity gains by those of ``double_loop.simulated_plant``: the rigid-body
-    model has no motor rotor inertia, and at 1 kHz its lightest actuator mode (~0.83 kg) makes the
-    thesis K_p = 3000 N*s/m unstable (needs K_p < 2 m / dt), where the real drives' reflected
-    inertia keeps it stable.
-    """
-    if gain_set not in GAIN_SETS:
-        raise InvalidInputError(f"unknown gain set {gain_set!r}; expected one of {list(GAIN_SETS)}")
-    section = parameters.section("controllers")
-    section.reject_unknown({"rate", "singularity", "double_loop", "computed_torque"})
-
-    singular = section.subsection("singularity")
-    singular.reject_unknown({"damping_threshold", "stop_threshold", "max_damping", "constraint_stop_threshold"})
-    damping_threshold = singular.positive("damping_threshold")
-    stop_threshold = singular.non_negative("stop_threshold")
-    if not stop_threshold < damping_threshold < 1.0:
-        raise ParameterError(
-            f"{parameters.source}: {singular.path}: need 0 <= stop_threshold < damping_threshold < 1, got "
-            f"stop_threshold {stop_threshold}, damping_threshold {damping_threshold}"
-        )
-    constraint_stop = singular.non_negative("constraint_stop_threshold")
-    if constraint_stop >= 1.0:
-        raise ParameterError(
-            f"{parameters.source}: {singular.path}.constraint_stop_threshold: must be below 1 (a conditioning), "
-            f"got {constraint_stop}"
-        )
-
-    double = section.subsection("double_loop")
-    double.reject_unknown(
-        {"kinematic_gain", "velocity_proportional_gain", "velocity_integral_gain", "anti_windup", "simulated_plant"}
-    )
-    velocity_gains = double
-    if gain_set == "simulated_plant":
-        velocity_gains = double.subsection("simulated_plant")
-        velocity_gains.reject_unknown({"velocity_proportional_gain", "velocity_integral_gain"})
-    computed = section.subsection("computed_torque")
-    computed.reject_unknown({"position_gain", "velocity_gain"})
-
-    return ControllerSettings(
-        rate=section.positive("rate"),
-        singularity=SingularitySettings(
-            damping_threshold=damping_threshold,
-            stop_threshold=stop_threshold,
-            max_damping=singular.positive("max_damping"),
-            constraint_stop_threshold=constraint_stop,
-        ),
-        double_loop=DoubleLoopSettings(
-            kinematic_gain=np.array(double.vector("kinematic_gain", 6, positive=True)),
-            velocity_proportional_gain=np.array(velocity_gains.vector("velocity_proportional_gain", 6, positive=True)),
-            velocity_integral_gain=np.array(velocity_gains.vector("velocity_integral_gain", 6, positive=True)),
-            anti_windup=double.text("anti_windup", ANTI_WINDUP_MODES),
-        ),
-        computed_torque=ComputedTorqueSettings(
-            position_gain=np.array(computed.vector("position_gain", 6, positive=True)),
-            velocity_gain=np.array(computed.vector("velocity_gain", 6, positive=True)),
-        ),
-    )
-
-
 # ------------------------------------------------------------------------------------------ helpers
 def _finite_array(value, name: str) -> np.ndarray:
     array = np.asarray(value, dtype=float)
@@ -236,10 +136,14 @@ class OperationalSpaceController:
 
     name = "operational_space"
 
-    def __init__(self, model: HexapodModel, settings: ControllerSettings | None = None):
+    def __init__(self, model: HexapodModel, settings: ControllerSettings | None = None, gain_set: str = "robot"):
+        """``settings`` default to ``model.parameters.controllers``; ``gain_set`` picks the double
+        loop's velocity gains ("robot" or "simulated_plant", see DoubleLoopSettings.velocity_gains)."""
+        if gain_set not in GAIN_SETS:
+            raise InvalidInputError(f"unknown gain set {gain_set!r}; expected one of {list(GAIN_SETS)}")
         self.model = model
         self.kinematic_state = model.create_state()
-        self.settings = settings or load_controller_settings(model.parameters)
+        self.settings = settings or model.parameters.controllers
         self.force_limit = model.parameters.limits.actuator_force_max
         self.period = self.settings.period
 
@@ -387,13 +291,14 @@ class DoubleLoopController(OperationalSpaceController):
 
     name = "double_loop"
 
-    def __init__(self, model: HexapodModel, settings: ControllerSettings | None = None):
-        super().__init__(model, settings)
-        gains = self.settings.double_loop
-        self.kinematic_gain = gains.kinematic_gain
-        self.kp = gains.velocity_proportional_gain
-        self.ki = gains.velocity_integral_gain
-        self.anti_windup = gains.anti_windup
+    def __init__(self, model: HexapodModel, settings: ControllerSettings | None = None, gain_set: str = "robot"):
+        super().__init__(model, settings, gain_set)
+        loop = self.settings.double_loop
+        velocity_gains = loop.velocity_gains(gain_set)
+        self.kinematic_gain = np.array(loop.kinematic_gain)
+        self.kp = np.array(velocity_gains.velocity_proportional_gain)
+        self.ki = np.array(velocity_gains.velocity_integral_gain)
+        self.anti_windup = loop.anti_windup
         self._integral = np.zeros(6)  # integral of the velocity error [m]
         self._velocity_error = np.zeros(6)
         self.desired_joint_velocity = np.zeros(6)
@@ -431,10 +336,10 @@ class ComputedTorqueController(OperationalSpaceController):
 
     name = "computed_torque"
 
-    def __init__(self, model: HexapodModel, settings: ControllerSettings | None = None):
-        super().__init__(model, settings)
-        self.position_gain = self.settings.computed_torque.position_gain
-        self.velocity_gain = self.settings.computed_torque.velocity_gain
+    def __init__(self, model: HexapodModel, settings: ControllerSettings | None = None, gain_set: str = "robot"):
+        super().__init__(model, settings, gain_set)
+        self.position_gain = np.array(self.settings.computed_torque.position_gain)
+        self.velocity_gain = np.array(self.settings.computed_torque.velocity_gain)
 
     def _control_law(self, q, qd, ref, fk, jac, pose_error, solve):
         pose_rate = jac.analytic @ qd  # xi_dot = J_A q_dot
@@ -457,9 +362,9 @@ def make_controller(
 ):
     """A controller by name ("double_loop" or "computed_torque"), configured from the model's YAML.
 
-    Without ``settings``, they are read from the model's parameters with ``gain_set`` ("robot" for
-    the hardware, "simulated_plant" for the simulators; see load_controller_settings).
+    Without ``settings``, they are the model's ``parameters.controllers``; ``gain_set`` is "robot"
+    for the hardware, "simulated_plant" for the simulators (see DoubleLoopSettings.velocity_gains).
     """
     if name not in _CONTROLLERS:
         raise InvalidInputError(f"unknown controller {name!r}; expected one of {list(CONTROLLER_NAMES)}")
-    return _CONTROLLERS[name](model, settings or load_controller_settings(model.parameters, gain_set))
+    return _CONTROLLERS[name](model, settings, gain_set)

@@ -53,16 +53,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hexapod_control.control.trajectories import Reference
-from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
+from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.model.parameters import HexapodParameters
+from hexapod_control.model.parameters import SafetySettings
 from hexapod_control.ros.conventions import (
     ReferencePoint,
     euler_from_reference_point,
     joint_state_arrays,
 )
-
-SAFETY_KEYS = {"joint_state_timeout", "reference_timeout", "watchdog_period", "hold_damping", "diagnostics_period"}
 
 
 class Action(str, enum.Enum):
@@ -75,48 +73,6 @@ class SupervisorState(str, enum.Enum):
     DISARMED = "disarmed"
     ARMED = "armed"
     FAULT = "fault"
-
-
-# ------------------------------------------------------------------------------------------ settings
-@dataclass(frozen=True)
-class SafetySettings:
-    joint_state_timeout: float  # [s] feedback older than this is stale
-    reference_timeout: float  # [s] a reference older than this is stale
-    watchdog_period: float  # [s] how often the node checks for stale feedback
-    hold_damping: float  # [N s/m] damping of the HOLD action
-    diagnostics_period: float  # [s] between routine diagnostics messages
-    position_min: float  # [m]
-    position_max: float  # [m]
-    min_slider_separation: float  # [m]
-    speed_max: float  # [m/s]
-    force_max: float  # [N]
-
-
-def load_safety_settings(parameters: HexapodParameters) -> SafetySettings:
-    """Read and validate ``hexapod.safety``; errors name the key and the file."""
-    section = parameters.section("safety")
-    section.reject_unknown(SAFETY_KEYS)
-    timeout = section.positive("joint_state_timeout")
-    watchdog_period = section.positive("watchdog_period")
-    if watchdog_period >= timeout:
-        # A slower check could let stale feedback drive the robot for up to two timeouts.
-        raise ParameterError(
-            f"{parameters.source}: {section.path}.watchdog_period: {watchdog_period} s must be shorter than "
-            f"joint_state_timeout {timeout} s"
-        )
-    limits = parameters.limits
-    return SafetySettings(
-        joint_state_timeout=timeout,
-        reference_timeout=section.positive("reference_timeout"),
-        watchdog_period=watchdog_period,
-        hold_damping=section.non_negative("hold_damping"),
-        diagnostics_period=section.positive("diagnostics_period"),
-        position_min=limits.actuator_position_min,
-        position_max=limits.actuator_position_max,
-        min_slider_separation=limits.min_slider_separation,
-        speed_max=limits.actuator_speed_max,
-        force_max=limits.actuator_force_max,
-    )
 
 
 # ------------------------------------------------------------------------------------------ records
@@ -164,6 +120,7 @@ class SafetySupervisor:
         self.model = model
         self.kinematic_state = model.create_state()  # FK warm start of the hold force's gravity term
         self.settings = settings
+        self.limits = model.parameters.limits
         self.joint_names = tuple(joint_names)
         self.state = SupervisorState.DISARMED
         self.fault_action: Action | None = None
@@ -285,7 +242,7 @@ class SafetySupervisor:
         if forces.shape != (6,) or not np.all(np.isfinite(forces)):
             self._fault(Action.HOLD, f"controller returned invalid forces {forces.tolist()}")
             return self._act(Action.HOLD, self.reason, feedback, output)
-        limit = self.settings.force_max
+        limit = self.limits.actuator_force_max
         saturated = np.asarray(output.saturated, dtype=bool) | (np.abs(forces) > limit)
         return Decision(np.clip(forces, -limit, limit), Action.CONTROL, self.state, "", output, saturated)
 
@@ -302,10 +259,10 @@ class SafetySupervisor:
             return str(error)
         speeds = np.abs(feedback.qd)
         fastest = int(np.argmax(speeds))
-        if speeds[fastest] > self.settings.speed_max:
+        if speeds[fastest] > self.limits.actuator_speed_max:
             return (
                 f"{self.joint_names[fastest]} moves at {speeds[fastest]:.4g} m/s, above the speed limit "
-                f"{self.settings.speed_max} m/s"
+                f"{self.limits.actuator_speed_max} m/s"
             )
         return ""
 
@@ -331,7 +288,7 @@ class SafetySupervisor:
             self.last_error = f"hold force not computable: {error}"
             self._fault(Action.ZERO, f"{reason}; {self.last_error}")
             return self._decision(Action.ZERO, self.reason, output)
-        limit = self.settings.force_max
+        limit = self.limits.actuator_force_max
         return Decision(np.clip(forces, -limit, limit), Action.HOLD, self.state, reason, output, np.abs(forces) > limit)
 
     def _decision(self, action: Action, reason: str, output=None) -> Decision:

@@ -28,17 +28,18 @@ import numpy as np
 
 from hexapod_control.errors import (
     InvalidInputError,
-    ParameterError,
     SingularityError,
     UnreachablePoseError,
 )
 from hexapod_control.model.hexapod import POSE_NAMES, HexapodModel
-from hexapod_control.model.parameters import HexapodParameters, SectionReader
+from hexapod_control.model.parameters import (
+    JointSpaceSettings,
+    MoveSettings,
+    OperationalSpaceSettings,
+    TrajectorySettings,
+)
 from hexapod_control.model.rotations import wrap_angle
 from hexapod_control.model.validation import as_vector
-
-WAVEFORMS = ("sin", "cos")
-TRAJECTORY_KEYS = {"operational_space", "joint_space", "move"}
 
 
 @dataclass(frozen=True)
@@ -85,91 +86,6 @@ def _wave(kind: str, omega: float, t: float) -> tuple[float, float, float]:
     return c, -omega * s, -omega * omega * c
 
 
-def _fail(reader: SectionReader, source: str, key: str, message: str) -> ParameterError:
-    return ParameterError(f"{source}: {reader.path}.{key}: {message}")
-
-
-# ---------------------------------------------------------------------------------------- settings
-@dataclass(frozen=True)
-class OperationalSpaceSettings:
-    """xi_k = xi_home_k + s(t) (a_k w_k(omega t) - o_k), w_k = sin or cos (thesis 6.5)."""
-
-    ramp_rate: float  # kappa [s^-3]
-    angular_frequency: float  # omega [rad/s]
-    amplitudes: tuple[float, ...]  # c_1..c_6 [m, m, m, rad, rad, rad]
-    waveforms: tuple[str, ...]  # "sin" or "cos" per axis
-    offsets: tuple[float, ...]  # o_k, multiplied by s: z_0 on z [m, rad]
-
-
-@dataclass(frozen=True)
-class JointSpaceSettings:
-    """q_k = q_home + s(t) c_k sin(omega_k t) (thesis 6.82)."""
-
-    ramp_rate: float  # kappa [s^-3]
-    amplitudes: tuple[float, ...]  # c_k [m]
-    angular_frequencies: tuple[float, ...]  # omega_k [rad/s]
-
-
-@dataclass(frozen=True)
-class MoveSettings:
-    speed_fraction: float  # peak actuator speed / actuator_speed_max, in (0, 1]
-    minimum_duration: float  # [s], also the duration of a zero-length move
-    path_samples: int  # poses along the path where IK and J_A bound the actuator speed
-
-
-@dataclass(frozen=True)
-class TrajectorySettings:
-    operational_space: OperationalSpaceSettings
-    joint_space: JointSpaceSettings
-    move: MoveSettings
-
-
-def load_trajectory_settings(parameters: HexapodParameters) -> TrajectorySettings:
-    """Read and validate ``hexapod.trajectories``; errors name the key and the file."""
-    section = parameters.section("trajectories")
-    section.reject_unknown(TRAJECTORY_KEYS)
-    source = parameters.source
-
-    operational = section.subsection("operational_space")
-    operational.reject_unknown({"ramp_rate", "angular_frequency", "amplitudes", "waveforms", "offsets"})
-    waveforms = operational.mapping.get("waveforms")
-    if (
-        not isinstance(waveforms, (list, tuple))
-        or len(waveforms) != 6
-        or any(w not in WAVEFORMS for w in waveforms)
-    ):
-        raise _fail(operational, source, "waveforms", f"expected 6 entries of {list(WAVEFORMS)}, got {waveforms!r}")
-
-    joint = section.subsection("joint_space")
-    joint.reject_unknown({"ramp_rate", "amplitudes", "angular_frequencies"})
-
-    move = section.subsection("move")
-    move.reject_unknown({"speed_fraction", "minimum_duration", "path_samples"})
-    speed_fraction = move.positive("speed_fraction")
-    if speed_fraction > 1.0:
-        raise _fail(move, source, "speed_fraction", f"must be in (0, 1], got {speed_fraction!r}")
-
-    return TrajectorySettings(
-        operational_space=OperationalSpaceSettings(
-            ramp_rate=operational.positive("ramp_rate"),
-            angular_frequency=operational.number("angular_frequency"),
-            amplitudes=operational.vector("amplitudes", 6),
-            waveforms=tuple(waveforms),
-            offsets=operational.vector("offsets", 6),
-        ),
-        joint_space=JointSpaceSettings(
-            ramp_rate=joint.positive("ramp_rate"),
-            amplitudes=joint.vector("amplitudes", 6),
-            angular_frequencies=joint.vector("angular_frequencies", 6),
-        ),
-        move=MoveSettings(
-            speed_fraction=speed_fraction,
-            minimum_duration=move.positive("minimum_duration"),
-            path_samples=move.integer("path_samples", minimum=2),
-        ),
-    )
-
-
 def home_pose(model: HexapodModel) -> np.ndarray:
     """xi at q = home from the model's own forward kinematics.
 
@@ -189,7 +105,7 @@ class OperationalSpaceTrajectory:
 
     @classmethod
     def from_model(cls, model: HexapodModel, settings: TrajectorySettings | None = None):
-        settings = settings or load_trajectory_settings(model.parameters)
+        settings = settings or model.parameters.trajectories
         # z_home is the FK height at home (0.42426 m), not the printed 0.424 m: see home_pose().
         return cls(settings.operational_space, home_pose(model))
 
@@ -219,7 +135,7 @@ class JointSpaceTrajectory:
 
     @classmethod
     def from_model(cls, model: HexapodModel, settings: TrajectorySettings | None = None):
-        settings = settings or load_trajectory_settings(model.parameters)
+        settings = settings or model.parameters.trajectories
         return cls(settings.joint_space, model.home_q)
 
     def sample_joints(self, t: float) -> JointReference:
@@ -302,7 +218,7 @@ class SmoothMove:
 
     def __init__(self, model: HexapodModel, start_pose, target_pose, start_time: float = 0.0,
                  settings: MoveSettings | None = None):
-        settings = settings or load_trajectory_settings(model.parameters).move
+        settings = settings or model.parameters.trajectories.move
         self.settings = settings
         self.start_time = _finite_time(start_time)
         self.start_pose = np.array(as_vector(start_pose, 6, "start_pose", POSE_NAMES))

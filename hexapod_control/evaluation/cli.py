@@ -7,20 +7,22 @@ Exit status 0 when at least one bag was evaluated (the report lists what was mis
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from hexapod_control.bags import BagError
-from hexapod_control.bags.settings import MATCHING_METHODS, EvaluationSettings, recording_settings_or_default
 from hexapod_control.bags.topics import parse_topic_overrides
 from hexapod_control.errors import HexapodError
 from hexapod_control.evaluation.bag import RunData, load_run
 from hexapod_control.evaluation.metrics import RunMetrics, evaluate_run
 from hexapod_control.evaluation.report import write_report
-from hexapod_control.model.parameters import HexapodParameters, load_parameters
-from hexapod_control.ros.conventions import RosNames
+from hexapod_control.model.parameters import (
+    MATCHING_METHODS,
+    EvaluationSettings,
+    HexapodParameters,
+    load_parameters,
+)
 
 PROG = "hexapod_evaluate"
 
@@ -59,7 +61,7 @@ def evaluation_settings(args, settings: EvaluationSettings) -> EvaluationSetting
         if args.model_check_stride < 1:
             raise HexapodError(f"--model-check-stride must be >= 1, got {args.model_check_stride}")
         changes["model_check_stride"] = args.model_check_stride
-    return dataclasses.replace(settings, **changes)
+    return settings.model_copy(update=changes)  # each option checked above
 
 
 def evaluate_bags(
@@ -72,12 +74,11 @@ def evaluate_bags(
     model_check: bool = True,
     make_plots: bool = True,
     title: str = "Hexapod run evaluation",
-    extra_notes: Sequence[str] = (),
     preamble: Sequence[str] = (),
     progress: Optional[Callable[[str], None]] = None,
 ) -> tuple[Optional[Path], list[tuple[RunData, RunMetrics]], list[tuple[str, str]]]:
     """Evaluate every bag; (report path or None when nothing was evaluated, results, failures)."""
-    joint_names = RosNames.from_parameters(parameters).joint_names
+    joint_names = parameters.ros.joint_names
     pairs, failed = [], []
     for index, bag in enumerate(bags):
         label = labels[index] if index < len(labels) else None
@@ -88,7 +89,6 @@ def evaluate_bags(
         except BagError as error:
             failed.append((str(bag), str(error)))
             continue
-        run.notes.extend(extra_notes)
         metrics = evaluate_run(run, parameters, settings, model_check=model_check)
         if metrics.evaluated:
             pairs.append((run, metrics))
@@ -108,15 +108,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 1
     try:
         parameters = load_parameters(args.params)
-        recording, settings_note = recording_settings_or_default(parameters)
-        settings = evaluation_settings(args, recording.evaluation)
+        settings = evaluation_settings(args, parameters.recording.evaluation)
         overrides = parse_topic_overrides(args.topic)
         first = Path(args.bags[0])
         output = Path(args.output) if args.output else first.parent / "evaluation"
         report, pairs, failed = evaluate_bags(
             args.bags, parameters, settings, output, args.label, overrides,
             model_check=not args.no_model_check, make_plots=not args.no_plots,
-            extra_notes=[settings_note] if settings_note else (),
         )
     except (HexapodError, OSError) as error:
         print(f"{PROG}: {' '.join(str(error).split())}", file=sys.stderr)

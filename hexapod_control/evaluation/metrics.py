@@ -27,11 +27,10 @@ from typing import Optional
 
 import numpy as np
 
-from hexapod_control.bags.settings import EvaluationSettings
 from hexapod_control.errors import AssemblyError, AssemblyModeJumpError, ConvergenceError, InvalidInputError
 from hexapod_control.evaluation.bag import RunData
 from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.model.parameters import HexapodParameters
+from hexapod_control.model.parameters import EvaluationSettings, HexapodParameters
 from hexapod_control.model.rotations import wrap_angle
 
 FK_ERRORS = (ConvergenceError, AssemblyModeJumpError, AssemblyError, InvalidInputError)

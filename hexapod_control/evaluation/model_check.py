@@ -21,10 +21,9 @@ from typing import Optional
 
 import numpy as np
 
-from hexapod_control.bags.settings import EvaluationSettings
 from hexapod_control.evaluation.bag import RunData
 from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.model.parameters import HexapodParameters
+from hexapod_control.model.parameters import EvaluationSettings, HexapodParameters
 
 # A step longer than this many median periods is a gap in the joint states, not jitter.
 GAP_FACTOR = 2.0

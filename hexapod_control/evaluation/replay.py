@@ -24,7 +24,6 @@ from typing import Optional
 import numpy as np
 
 from hexapod_control.bags import BagError
-from hexapod_control.bags.settings import MATCHING_METHODS, recording_settings_or_default
 from hexapod_control.bags.topics import parse_topic_overrides
 from hexapod_control.control.controllers import CONTROLLER_NAMES, GAIN_SETS, make_controller
 from hexapod_control.control.trajectories import Reference
@@ -32,8 +31,7 @@ from hexapod_control.errors import HexapodError
 from hexapod_control.evaluation.bag import RunData, load_run
 from hexapod_control.evaluation.metrics import match_reference
 from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.model.parameters import HexapodParameters, load_parameters
-from hexapod_control.ros.conventions import RosNames
+from hexapod_control.model.parameters import MATCHING_METHODS, HexapodParameters, load_parameters
 
 
 @dataclass
@@ -164,11 +162,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         parameters = load_parameters(args.params)
-        settings, settings_note = recording_settings_or_default(parameters)
-        matching = args.reference_matching or settings.replay_reference_matching
-        run = load_run(args.bag, RosNames.from_parameters(parameters).joint_names, parse_topic_overrides(args.topic))
-        if settings_note:
-            run.notes.append(settings_note)
+        matching = args.reference_matching or parameters.recording.replay.reference_matching
+        run = load_run(args.bag, parameters.ros.joint_names, parse_topic_overrides(args.topic))
         result = replay_run(run, parameters, args.controller, matching, args.gain_set)
         if not result.compared.any():
             raise BagError(f"{run.label}: no replayed joint state has a recorded force command to compare with")

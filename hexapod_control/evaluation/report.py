@@ -9,10 +9,10 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from hexapod_control.bags.settings import EvaluationSettings
 from hexapod_control.evaluation import plots
 from hexapod_control.evaluation.bag import DIAGNOSTIC_LEVELS, RunData
 from hexapod_control.evaluation.metrics import ErrorStats, RunMetrics
+from hexapod_control.model.parameters import EvaluationSettings
 
 MM, DEG = plots.M_TO_MM, plots.RAD_TO_DEG
 AXES_POSITION, AXES_ORIENTATION = ("x", "y", "z"), ("lambda", "mu", "nu")

@@ -1,40 +1,131 @@
-"""The one parameters object of the package, loaded from YAML and validated.
+"""The one parameters object of the package: a declared schema of the whole YAML file, validated at load.
 
-Everything that needs geometry, inertia, gravity or limits takes a :class:`HexapodParameters`.
-Errors name the offending key and the file, because a lab edits these files by hand.
+Every section of ``config/hexapod.yaml`` is a frozen pydantic model below. Types, units (in the
+field descriptions), ranges, choices and the few checks across fields are stated here once; the
+modules that use a section read its typed model and check nothing themselves. :func:`load_parameters`
+validates the whole file at once, so a typo in any section fails at load rather than when the
+section's consumer first runs. Errors are one line, ``<file>: hexapod.<key.path>: <message>``,
+because a lab edits these files by hand.
+
+A file may extend another: ``extends: hexapod.yaml`` (relative to the file) loads that base, merges
+the file's ``hexapod:`` tree onto it (mappings merge key by key, lists and scalars replace) and
+validates the merged tree, so a variant holds only what differs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Literal, Mapping, get_args
 
 import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    Strict,
+    ValidationError,
+    model_validator,
+)
 
-from hexapod_control.errors import ParameterError
+from hexapod_control.errors import InvalidInputError, ParameterError
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
-BODY_NAMES = ("platform", "leg", "pu_part1", "pu_part2", "s_part1", "s_part2")
-# Sections owned by the modules that use them; each validates its own through ``section()``.
-EXTENSION_SECTIONS = ("controllers", "trajectories", "simulation", "safety", "recording", "ros")
-CORE_KEYS = ("geometry", "bodies", "limits", "gravity", "home_actuator_position")
+ROOT_KEY = "hexapod"
+EXTENDS_KEY = "extends"
+IN_MEMORY = "<in memory>"
 
 # Plausibility windows that catch wrong units (mm for m, kg*cm^2 for kg*m^2), not design limits.
 _MAX_LENGTH_M = 5.0
 _MAX_MASS_KG = 100.0
+_MAX_BODY_RADIUS_M = 1.0  # no part of the robot reaches farther than this from its centre of mass
 
 
-@dataclass(frozen=True)
-class Geometry:
-    base_side: float  # L_B [m]
-    leg_length: float  # L [m]
-    platform_offset: float  # H_PQ [m]
-    platform_com_offset: float  # H* [m]
-    pu_part1_com_offset: float  # l_c1 [m]
-    s_part2_com_offset: float  # l_c2 [m]
+class _Invalid(ValueError):
+    """A failed check across fields, raised at ``key`` (dotted, relative to the model that raised it)."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
+
+
+# ------------------------------------------------------------------------------------------ field types
+def _plausible_length(value: float) -> float:
+    if value > _MAX_LENGTH_M:
+        raise ValueError(f"{value!r} m is implausibly large: lengths are in metres")
+    return value
+
+
+def _plausible_mass(value: float) -> float:
+    if value > _MAX_MASS_KG:
+        raise ValueError(f"{value!r} kg is implausibly large: masses are in kg")
+    return value
+
+
+def _broadcast(size: int) -> BeforeValidator:
+    def broadcast(value: Any) -> Any:
+        # One number in the file stands for all entries (the same gain for every joint).
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return [value] * size
+        return value
+
+    return BeforeValidator(broadcast)
+
+
+def _distinct(values: tuple) -> tuple:
+    if len(set(values)) != len(values):
+        raise ValueError(f"entries must be distinct, got {list(values)}")
+    return values
+
+
+# Strict: a bool or a string in the file is an error, not a number (ints are fine for floats).
+Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+Positive = Annotated[Number, Field(gt=0.0)]
+NonNegative = Annotated[Number, Field(ge=0.0)]
+Length = Annotated[Positive, AfterValidator(_plausible_length)]
+Count = Annotated[int, Strict(), Field(ge=0)]
+AtLeastOne = Annotated[int, Strict(), Field(ge=1)]
+Name = Annotated[str, Strict(), Field(min_length=1)]
+Vector6 = Annotated[tuple[Number, ...], Field(min_length=6, max_length=6), _broadcast(6)]
+PositiveVector6 = Annotated[tuple[Positive, ...], Field(min_length=6, max_length=6), _broadcast(6)]
+
+Waveform = Literal["sin", "cos"]
+AntiWindup = Literal["conditional_integration", "none"]
+GainSet = Literal["robot", "simulated_plant"]
+EmbeddedIntegrator = Literal["semi_implicit_euler", "rk4"]
+MujocoIntegrator = Literal["Euler", "implicit", "implicitfast", "RK4"]
+MujocoSolver = Literal["Newton", "CG", "PGS"]
+StorageFormat = Literal["mcap", "sqlite3"]
+MatchingMethod = Literal["interpolate", "latest"]
+# The package's topics by role, as recording.topics names them; ros/conventions.py gives each its
+# default name (TOPICS) and message type (MESSAGE_TYPES). The model imports nothing above it.
+TopicKey = Literal[
+    "joint_states", "reference", "platform_pose", "platform_twist", "passive_joint_states", "effort_commands",
+    "diagnostics", "clock",
+]
+
+GAIN_SETS = get_args(GainSet)
+STORAGE_FORMATS = get_args(StorageFormat)
+MATCHING_METHODS = get_args(MatchingMethod)
+
+
+class _Section(BaseModel):
+    """One mapping of the file: every key declared, none extra, immutable once loaded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ------------------------------------------------------------------------------------------ robot
+class Geometry(_Section):
+    base_side: Length = Field(description="L_B: side of the base triangle T1T2T3 [m]")
+    leg_length: Length = Field(description="L: length of every leg D->P [m]")
+    platform_offset: Length = Field(description="H_PQ: from the P1P2P3 plane to the platform frame F along z_F [m]")
+    platform_com_offset: Length = Field(description="H*: from the centroid of P1P2P3 to the platform centre of mass [m]")
+    pu_part1_com_offset: Length = Field(description="l_c1: below D_k along -Z0 to the PU part-1 centre of mass [m]")
+    s_part2_com_offset: Length = Field(description="l_c2: from P_i along z_F to the S part-2 centre of mass [m]")
 
     @property
     def platform_side(self) -> float:
@@ -47,63 +138,374 @@ class Geometry:
         return -self.base_side / (2.0 * math.sqrt(3.0))
 
 
-@dataclass(frozen=True)
-class RigidBody:
-    mass: float  # [kg]
-    inertia: tuple[float, float, float]  # principal moments in the body's own frame [kg m^2]
+class RigidBody(_Section):
+    mass: Annotated[Positive, AfterValidator(_plausible_mass)] = Field(description="[kg]")
+    inertia: Annotated[tuple[Positive, ...], Field(min_length=3, max_length=3)] = Field(
+        description="principal moments (Ixx, Iyy, Izz) in the body's own frame [kg*m^2]"
+    )
+
+    @model_validator(mode="after")
+    def _physical_inertia(self) -> RigidBody:
+        moments = list(self.inertia)
+        # A body of this mass within a 1 m sphere cannot exceed m * (1 m)^2: catches kg*cm^2.
+        if max(moments) > self.mass * _MAX_BODY_RADIUS_M**2:
+            raise _Invalid("inertia", f"{moments} is implausible for {self.mass} kg: inertias are in kg*m^2")
+        ixx, iyy, izz = moments
+        if ixx + iyy < izz or iyy + izz < ixx or izz + ixx < iyy:
+            raise _Invalid("inertia", f"{moments} violates the triangle inequality")
+        return self
 
 
-@dataclass(frozen=True)
-class Bodies:
+class Bodies(_Section):
     platform: RigidBody
-    leg: RigidBody
+    leg: RigidBody = Field(description="leg frame with the leg along Y")
     pu_part1: RigidBody
     pu_part2: RigidBody
     s_part1: RigidBody
     s_part2: RigidBody
 
 
-@dataclass(frozen=True)
-class Limits:
-    actuator_position_min: float  # [m]
-    actuator_position_max: float  # [m]
-    min_slider_separation: float  # [m], lower bound on q_{2i-2} + q_{2i-1}
-    actuator_speed_max: float  # [m/s]
-    actuator_force_max: float  # [N]
+class Limits(_Section):
+    actuator_position_min: Number = Field(description="lower end of every slider's travel [m]")
+    actuator_position_max: Length = Field(description="upper end of every slider's travel [m]")
+    min_slider_separation: Length = Field(
+        description="lower bound on q_{2i-2} + q_{2i-1}: below it the two carriages of a side touch [m]"
+    )
+    actuator_speed_max: Positive = Field(description="[m/s]")
+    actuator_force_max: Positive = Field(description="[N]")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Limits:
+        if self.actuator_position_min >= self.actuator_position_max:
+            raise _Invalid(
+                "actuator_position_min",
+                f"{self.actuator_position_min} m must be below actuator_position_max {self.actuator_position_max} m",
+            )
+        return self
 
 
-@dataclass(frozen=True)
-class HexapodParameters:
-    geometry: Geometry
-    bodies: Bodies
-    gravity: float  # [m/s^2] along -Z0
-    home_actuator_position: float  # [m]
-    limits: Limits
-    source: str = "<in memory>"
-    extensions: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+# ------------------------------------------------------------------------------------------ trajectories
+class OperationalSpaceSettings(_Section):
+    """xi_k = xi_home_k + s(t) (c_k w_k(omega t) - o_k), s = 1 - exp(-kappa t^3), w_k = sin or cos (thesis 6.5)."""
 
-    def section(self, name: str) -> "SectionReader":
-        """Typed, validated access to an extension section such as ``controllers``.
+    ramp_rate: Positive = Field(description="kappa [s^-3]")
+    angular_frequency: Number = Field(description="omega [rad/s]")
+    amplitudes: Vector6 = Field(description="c_1..c_6 in the order (x, y, z, lambda, mu, nu) [m, m, m, rad, rad, rad]")
+    waveforms: Annotated[tuple[Waveform, ...], Field(min_length=6, max_length=6)] = Field(
+        description="w_k per axis: sin or cos"
+    )
+    offsets: Vector6 = Field(description="o_k, multiplied by s: z_0 on z [m, rad]")
 
-        Errors name the key path and the parameters file, like those of the core sections.
+
+class JointSpaceSettings(_Section):
+    """q_k = q_home + s(t) c_k sin(omega_k t) (thesis 6.82)."""
+
+    ramp_rate: Positive = Field(description="kappa [s^-3]")
+    amplitudes: Vector6 = Field(description="c_k [m]")
+    angular_frequencies: Vector6 = Field(description="omega_k [rad/s]")
+
+
+class MoveSettings(_Section):
+    speed_fraction: Annotated[Positive, Field(le=1.0)] = Field(
+        description="peak actuator speed as a fraction of limits.actuator_speed_max, in (0, 1]"
+    )
+    minimum_duration: Positive = Field(description="also the duration of a zero-length move [s]")
+    path_samples: Annotated[int, Strict(), Field(ge=2)] = Field(
+        description="poses along the path where IK and J_A bound the actuator speed"
+    )
+
+
+class TrajectorySettings(_Section):
+    operational_space: OperationalSpaceSettings
+    joint_space: JointSpaceSettings
+    move: MoveSettings
+
+
+# ------------------------------------------------------------------------------------------ controllers
+class SingularitySettings(_Section):
+    """Thresholds on jacobian_conditioning = sigma_min / sigma_max of J_A (a ratio in [0, 1])."""
+
+    damping_threshold: Annotated[Positive, Field(lt=1.0)] = Field(
+        description="below: damped least squares instead of J_A^-1, status near_singular"
+    )
+    stop_threshold: NonNegative = Field(description="below: safe output (zero forces), status singular")
+    max_damping: Positive = Field(description="damping factor at conditioning 0, as a fraction of sigma_max")
+    constraint_stop_threshold: Annotated[NonNegative, Field(lt=1.0)] = Field(
+        description="below this constraint conditioning of the forward kinematics: safe output"
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SingularitySettings:
+        if self.stop_threshold >= self.damping_threshold:
+            raise _Invalid(
+                "stop_threshold", f"{self.stop_threshold} must be below damping_threshold {self.damping_threshold}"
+            )
+        return self
+
+
+class VelocityGains(_Section):
+    """Gains of the PI velocity loop, one per actuator."""
+
+    velocity_proportional_gain: PositiveVector6 = Field(description="K_p [N*s/m]")
+    velocity_integral_gain: PositiveVector6 = Field(description="K_i [N/m]")
+
+
+class DoubleLoopSettings(_Section):
+    """RMRC + PI velocity loop (thesis 6.85-6.87); the velocity gains here are the real robot's."""
+
+    kinematic_gain: PositiveVector6 = Field(description="K [1/s]")
+    velocity_proportional_gain: PositiveVector6 = Field(description="K_p of the real robot [N*s/m]")
+    velocity_integral_gain: PositiveVector6 = Field(description="K_i of the real robot [N/m]")
+    anti_windup: AntiWindup
+    simulated_plant: VelocityGains = Field(description="velocity gains for the simulated plants")
+
+    def velocity_gains(self, gain_set: str) -> VelocityGains:
+        """K_p and K_i of gain set "robot" (the thesis) or "simulated_plant".
+
+        The rigid-body model has no motor rotor inertia: at 1 kHz its lightest actuator mode
+        (~0.83 kg) makes the thesis K_p = 3000 N*s/m unstable (needs K_p < 2 m / dt), where the real
+        drives' reflected inertia keeps it stable; the simulators get their own gains.
         """
-        if name not in EXTENSION_SECTIONS:
-            raise ParameterError(f"unknown section {name!r}; expected one of {EXTENSION_SECTIONS}")
-        reader = _Reader(self.source)
-        if name not in self.extensions:
-            raise reader.fail(f"hexapod.{name}", "missing section")
-        return SectionReader(reader, self.extensions[name], f"hexapod.{name}")
-
-    def replace(self, **sections: Any) -> "HexapodParameters":
-        """A copy with whole sections or fields replaced, validated again."""
-        updated = dataclasses.replace(self, **sections)
-        _validate(updated)
-        return updated
-
-    def with_geometry(self, **fields: float) -> "HexapodParameters":
-        return self.replace(geometry=dataclasses.replace(self.geometry, **fields))
+        if gain_set == "robot":
+            return VelocityGains(
+                velocity_proportional_gain=self.velocity_proportional_gain,
+                velocity_integral_gain=self.velocity_integral_gain,
+            )
+        if gain_set == "simulated_plant":
+            return self.simulated_plant
+        raise InvalidInputError(f"unknown gain set {gain_set!r}; expected one of {list(GAIN_SETS)}")
 
 
+class ComputedTorqueSettings(_Section):
+    """Operational-space inverse dynamics (thesis 6.89, erratum 9)."""
+
+    position_gain: PositiveVector6 = Field(description="K_P [1/s^2]")
+    velocity_gain: PositiveVector6 = Field(description="K_V [1/s]")
+
+
+def _whole_hertz(value: float) -> float:
+    if value != round(value):
+        raise ValueError(f"must be a whole number of Hz (ros2_control's update_rate is an integer), got {value!r}")
+    return value
+
+
+class ControllerSettings(_Section):
+    rate: Annotated[Positive, AfterValidator(_whole_hertz)] = Field(description="control loop rate [Hz]")
+    singularity: SingularitySettings
+    double_loop: DoubleLoopSettings
+    computed_torque: ComputedTorqueSettings
+
+    @property
+    def period(self) -> float:
+        """[s]"""
+        return 1.0 / self.rate
+
+
+# ------------------------------------------------------------------------------------------ simulation
+class SensorSettings(_Section):
+    """Measurement model of the embedded simulator; all zero = ideal."""
+
+    encoder_resolution: NonNegative = Field(description="quantisation step of the measured q, 0 = none [m]")
+    noise_std: NonNegative = Field(description="standard deviation of white noise on the measured q, 0 = none [m]")
+    delay_steps: Count = Field(description="measurement delay [plant steps]")
+
+
+class EmbeddedSettings(_Section):
+    """The reduced-model simulator (simulation/embedded.py)."""
+
+    integrator: EmbeddedIntegrator
+    substeps: AtLeastOne = Field(description="integration steps per plant step")
+    max_actuator_speed: Positive = Field(description="beyond this the run has diverged [m/s]")
+
+
+class MujocoSettings(_Section):
+    """The MuJoCo multibody plant (simulation/mujoco_plant.py)."""
+
+    substeps: AtLeastOne = Field(description="MuJoCo steps per plant step")
+    integrator: MujocoIntegrator
+    solver: MujocoSolver
+    iterations: AtLeastOne = Field(description="constraint solver iteration cap per MuJoCo step")
+    tolerance: Positive = Field(description="constraint solver tolerance")
+    equality_solref: Annotated[tuple[Positive, ...], Field(min_length=2, max_length=2)] = Field(
+        description="loop closures: (time constant [s], damping ratio)"
+    )
+    equality_solimp: Annotated[tuple[Positive, ...], Field(min_length=5, max_length=5)] = Field(
+        description="loop closures: (d0, dwidth, width [m], midpoint, power)"
+    )
+    max_closure_error: Positive = Field(description="gap between joined points that counts as divergence [m]")
+    max_actuator_speed: Positive = Field(description="actuator speed that counts as divergence [m/s]")
+    max_angular_speed: Positive = Field(description="passive-joint speed that counts as divergence [rad/s]")
+
+    @model_validator(mode="after")
+    def _impedance(self) -> MujocoSettings:
+        # d0 and dwidth are impedances in (0, 1); MuJoCo would silently clamp a wrong value.
+        if not (self.equality_solimp[0] < 1.0 and self.equality_solimp[1] < 1.0):
+            raise _Invalid("equality_solimp", f"d0 and dwidth must lie in (0, 1), got {list(self.equality_solimp[:2])}")
+        return self
+
+
+class SimulationSettings(_Section):
+    rate: Positive = Field(description="plant step rate = control rate [Hz]")
+    seed: Count = Field(description="seed of the simulated sensor noise")
+    sensor: SensorSettings
+    embedded: EmbeddedSettings
+    mujoco: MujocoSettings
+
+    @property
+    def dt(self) -> float:
+        """Plant step [s]."""
+        return 1.0 / self.rate
+
+    @property
+    def mujoco_timestep(self) -> float:
+        """MuJoCo step [s]: the plant step split into ``mujoco.substeps``."""
+        return 1.0 / (self.rate * self.mujoco.substeps)
+
+
+# ------------------------------------------------------------------------------------------ ROS
+class RosNames(_Section):
+    """Joint and frame names the nodes, the bags and the robot description use."""
+
+    joint_names: Annotated[tuple[Name, ...], Field(min_length=6, max_length=6), AfterValidator(_distinct)] = Field(
+        description="the six actuated sliders, in the order q0..q5"
+    )
+    passive_joint_names: Annotated[tuple[Name, ...], Field(min_length=3, max_length=3), AfterValidator(_distinct)] = (
+        Field(description="phi_1..phi_3")
+    )
+    base_frame: Name
+    platform_frame: Name
+
+
+# ------------------------------------------------------------------------------------------ recording
+class EvaluationSettings(_Section):
+    steady_state_start: NonNegative = Field(description="start of the steady-state window after the first reference [s]")
+    reference_matching: MatchingMethod = Field(description="reference at each joint-state stamp")
+    saturation_tolerance: Annotated[NonNegative, Field(lt=1.0)] = Field(
+        description="a force counts as saturated when |F| >= (1 - this) * actuator_force_max"
+    )
+    derivative_window: Positive = Field(description="Savitzky-Golay window of the model check [s]")
+    derivative_order: AtLeastOne = Field(description="polynomial order of the Savitzky-Golay fit")
+    model_check_stride: AtLeastOne = Field(description="inverse dynamics at every n-th sample")
+
+
+class ReplaySettings(_Section):
+    reference_matching: MatchingMethod
+
+
+class RecordingSettings(_Section):
+    storage: StorageFormat = Field(description="rosbag2 storage plugin of the recorder")
+    topics: Annotated[tuple[TopicKey, ...], Field(min_length=1), AfterValidator(_distinct)] = Field(
+        description="topics recorded by the recorder node, by role (keys of ros.conventions.TOPICS)"
+    )
+    output_directory: Name = Field(description="main job: output goes to <output_directory>/<timestamp>/")
+    evaluation: EvaluationSettings
+    replay: ReplaySettings
+
+
+# ------------------------------------------------------------------------------------------ safety
+class SafetySettings(_Section):
+    """The controller node's safety supervisor (control/safety.py)."""
+
+    joint_state_timeout: Positive = Field(description="feedback older than this is stale [s]")
+    watchdog_period: Positive = Field(description="how often staleness is checked [s]")
+    reference_timeout: Positive = Field(description="a reference older than this is stale [s]")
+    hold_damping: NonNegative = Field(description="damping of the HOLD action [N*s/m]")
+    diagnostics_period: Positive = Field(description="between routine diagnostics messages [s]")
+
+    @model_validator(mode="after")
+    def _watchdog_fast_enough(self) -> SafetySettings:
+        if self.watchdog_period >= self.joint_state_timeout:
+            # A slower check could let stale feedback drive the robot for up to two timeouts.
+            raise _Invalid(
+                "watchdog_period",
+                f"{self.watchdog_period} s must be shorter than joint_state_timeout {self.joint_state_timeout} s",
+            )
+        return self
+
+
+# ------------------------------------------------------------------------------------------ the file
+class HexapodParameters(_Section):
+    """The ``hexapod:`` tree of a parameters file; ``source`` is the file it came from."""
+
+    geometry: Geometry
+    gravity: Positive = Field(description="acting along -Z0 [m/s^2]")
+    home_actuator_position: Length = Field(description="all six q at home [m]")
+    bodies: Bodies
+    limits: Limits
+    trajectories: TrajectorySettings
+    controllers: ControllerSettings
+    simulation: SimulationSettings
+    ros: RosNames
+    recording: RecordingSettings
+    safety: SafetySettings
+
+    _source: str = PrivateAttr(default=IN_MEMORY)
+
+    @property
+    def source(self) -> str:
+        """The parameters file (``<in memory>`` for a set built in code); not part of the value."""
+        return self._source
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, HexapodParameters):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.__dict__.values()))
+
+    @model_validator(mode="after")
+    def _assembles_and_runs(self) -> HexapodParameters:
+        g, limits, home = self.geometry, self.limits, self.home_actuator_position
+        if limits.actuator_position_max >= g.base_side / 2.0:
+            raise _Invalid(
+                "limits.actuator_position_max",
+                f"{limits.actuator_position_max} m runs off the side (half side L_B/2 = {g.base_side / 2.0} m)",
+            )
+        if not limits.actuator_position_min <= home <= limits.actuator_position_max:
+            raise _Invalid(
+                "home_actuator_position",
+                f"{home} m is outside [{limits.actuator_position_min}, {limits.actuator_position_max}]",
+            )
+        # At home every leg pair stands vertically under the platform vertex (phi = pi/2), so the
+        # legs must reach: the isosceles height r_CP = sqrt(4L^2 - (2 q_home)^2)/2 must exist.
+        if home >= g.leg_length:
+            raise _Invalid(
+                "geometry.leg_length",
+                f"{g.leg_length} m is too short to assemble: the two legs of a side must span "
+                f"2*home_actuator_position = {2.0 * home} m",
+            )
+        if 2.0 * home < limits.min_slider_separation:
+            raise _Invalid(
+                "limits.min_slider_separation",
+                f"{limits.min_slider_separation} m exceeds the home separation {2.0 * home} m",
+            )
+        # The plant steps once per control period in the lockstep stacks and in Gazebo.
+        if self.simulation.rate != self.controllers.rate:
+            raise _Invalid(
+                "simulation.rate", f"{self.simulation.rate} Hz must equal controllers.rate {self.controllers.rate} Hz"
+            )
+        return self
+
+    def replace(self, **changes: Any) -> HexapodParameters:
+        """A validated copy with sections changed.
+
+        Each value is a whole section (a model or a number) or a mapping of the keys to change,
+        merged into the section as an overlay file would be:
+        ``parameters.replace(controllers={"rate": 500.0}, simulation={"rate": 500.0})``.
+        """
+        update = {name: value.model_dump() if isinstance(value, BaseModel) else value for name, value in changes.items()}
+        return parameters_from_mapping({ROOT_KEY: _merged(self.model_dump(), update)}, source=self.source)
+
+    def with_geometry(self, **fields: float) -> HexapodParameters:
+        return self.replace(geometry=fields)
+
+
+class _Document(_Section):
+    hexapod: HexapodParameters
+
+
+# ------------------------------------------------------------------------------------------ loading
 def default_parameters_path(name: str = "hexapod.yaml") -> Path:
     """Path of a parameters file shipped in ``config/`` (source tree or installed share/)."""
     candidates = [CONFIG_DIR / name]
@@ -120,227 +522,161 @@ def default_parameters_path(name: str = "hexapod.yaml") -> Path:
 
 
 def load_parameters(path: str | Path | None = None) -> HexapodParameters:
-    """Load and validate a parameters file (default: the shipped experiments set)."""
+    """Load a parameters file (default: the shipped experiments set), following ``extends``,
+    and validate the whole tree; any unknown, missing or invalid key raises ParameterError."""
     path = Path(path) if path is not None else default_parameters_path()
+    document, origins = _read_document(path, ())
+    return parameters_from_mapping(document, source=str(path), origins=origins)
+
+
+def parameters_from_mapping(
+    document: Any, source: str = IN_MEMORY, origins: Mapping[tuple[str, ...], str] | None = None
+) -> HexapodParameters:
+    """Validate a document ``{"hexapod": {...}}``; ``origins`` names the base file of inherited keys."""
+    try:
+        parameters = _Document.model_validate(document).hexapod
+    except ValidationError as error:
+        raise ParameterError(f"{source}: {_describe(error, origins or {})}") from None
+    parameters._source = source
+    return parameters
+
+
+def _read_document(path: Path, chain: tuple[Path, ...]) -> tuple[Any, dict[tuple[str, ...], str]]:
+    """The file's document with its ``extends`` chain merged under it, and which file set each key."""
+    resolved = path.resolve()
+    if resolved in chain:
+        cycle = " -> ".join(str(p) for p in (*chain, resolved))
+        raise ParameterError(f"{chain[-1]}: {EXTENDS_KEY}: files extend each other in a cycle: {cycle}")
     try:
         document = yaml.safe_load(path.read_text())
     except OSError as error:
         raise ParameterError(f"cannot read parameters file {path}: {error}") from error
     except yaml.YAMLError as error:
-        raise ParameterError(f"{path}: not valid YAML: {error}") from error
-    return parameters_from_mapping(document, source=str(path))
+        raise ParameterError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from error
+    if not isinstance(document, dict) or EXTENDS_KEY not in document:
+        return document, {}  # the schema reports a document that is not a mapping
+    document = dict(document)
+    base_name = document.pop(EXTENDS_KEY)
+    if not isinstance(base_name, str) or not base_name:
+        raise ParameterError(f"{path}: {EXTENDS_KEY}: expected the name of a parameters file, got {base_name!r}")
+    base_path = path.parent / base_name
+    base, base_origins = _read_document(base_path, (*chain, resolved))
+    if not isinstance(base, dict):
+        raise ParameterError(f"{base_path}: expected a mapping with a '{ROOT_KEY}:' section, got {type(base).__name__}")
+    origins = {key: str(base_path) for key in _key_paths(base)} | base_origins
+    for key in _key_paths(document):
+        origins.pop(key, None)  # set (again) by this file
+    return _merged(base, document), origins
 
 
-def parameters_from_mapping(document: Any, source: str = "<in memory>") -> HexapodParameters:
-    reader = _Reader(source)
-    root = reader.section(document, "hexapod", "")
-    geometry_map = reader.section(root, "geometry", "hexapod")
-    geometry = Geometry(
-        **{
-            field.name: reader.length(geometry_map, field.name, "hexapod.geometry")
-            for field in dataclasses.fields(Geometry)
-        }
-    )
-    bodies_map = reader.section(root, "bodies", "hexapod")
-    bodies = Bodies(**{name: reader.body(bodies_map, name) for name in BODY_NAMES})
-    limits_map = reader.section(root, "limits", "hexapod")
-    limits = Limits(
-        actuator_position_min=reader.number(limits_map, "actuator_position_min", "hexapod.limits"),
-        actuator_position_max=reader.length(limits_map, "actuator_position_max", "hexapod.limits"),
-        min_slider_separation=reader.length(limits_map, "min_slider_separation", "hexapod.limits"),
-        actuator_speed_max=reader.positive(limits_map, "actuator_speed_max", "hexapod.limits"),
-        actuator_force_max=reader.positive(limits_map, "actuator_force_max", "hexapod.limits"),
-    )
-    reader.reject_unknown(geometry_map, {f.name for f in dataclasses.fields(Geometry)}, "hexapod.geometry")
-    reader.reject_unknown(limits_map, {f.name for f in dataclasses.fields(Limits)}, "hexapod.limits")
-    reader.reject_unknown(bodies_map, set(BODY_NAMES), "hexapod.bodies")
-    reader.reject_unknown(root, set(CORE_KEYS) | set(EXTENSION_SECTIONS), "hexapod")
-    extensions = {name: reader.section(root, name, "hexapod") for name in EXTENSION_SECTIONS if name in root}
-    parameters = HexapodParameters(
-        geometry=geometry,
-        bodies=bodies,
-        gravity=reader.positive(root, "gravity", "hexapod"),
-        home_actuator_position=reader.length(root, "home_actuator_position", "hexapod"),
-        limits=limits,
-        source=source,
-        extensions=extensions,
-    )
-    _validate(parameters)
-    return parameters
+def _merged(base: Any, overlay: Any) -> Any:
+    """``overlay`` merged onto ``base``: mappings key by key, anything else replaces."""
+    if not (isinstance(base, Mapping) and isinstance(overlay, Mapping)):
+        return overlay
+    merged = dict(base)
+    for key, value in overlay.items():
+        merged[key] = _merged(base[key], value) if key in base else value
+    return merged
 
 
-class SectionReader:
-    """Reads one YAML section with the same checks and error messages as the core sections."""
-
-    def __init__(self, reader: "_Reader", mapping: Mapping[str, Any], path: str):
-        self._reader, self.mapping, self.path = reader, mapping, path
-
-    def has(self, key: str) -> bool:
-        return key in self.mapping
-
-    def subsection(self, key: str) -> "SectionReader":
-        return SectionReader(self._reader, self._reader.section(self.mapping, key, self.path), f"{self.path}.{key}")
-
-    def number(self, key: str) -> float:
-        return self._reader.number(self.mapping, key, self.path)
-
-    def positive(self, key: str) -> float:
-        return self._reader.positive(self.mapping, key, self.path)
-
-    def non_negative(self, key: str) -> float:
-        value = self.number(key)
-        if value < 0.0:
-            raise self._reader.fail(f"{self.path}.{key}", f"must not be negative, got {value!r}")
-        return value
-
-    def integer(self, key: str, minimum: int = 0) -> int:
-        value = self.mapping.get(key)
-        if key not in self.mapping:
-            raise self._reader.fail(f"{self.path}.{key}", "missing key")
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self._reader.fail(f"{self.path}.{key}", f"expected an integer >= {minimum}, got {value!r}")
-        return value
-
-    def text(self, key: str, choices: tuple[str, ...] | None = None) -> str:
-        if key not in self.mapping:
-            raise self._reader.fail(f"{self.path}.{key}", "missing key")
-        value = self.mapping[key]
-        if not isinstance(value, str) or (choices is not None and value not in choices):
-            expected = f"one of {list(choices)}" if choices else "a string"
-            raise self._reader.fail(f"{self.path}.{key}", f"expected {expected}, got {value!r}")
-        return value
-
-    def vector(self, key: str, size: int, positive: bool = False) -> tuple[float, ...]:
-        """A list of ``size`` finite numbers; a single number is broadcast to all entries."""
-        if key not in self.mapping:
-            raise self._reader.fail(f"{self.path}.{key}", "missing key")
-        value = self.mapping[key]
-        values = [value] * size if isinstance(value, (int, float)) and not isinstance(value, bool) else value
-        if (
-            not isinstance(values, (list, tuple))
-            or len(values) != size
-            or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) for v in values)
-        ):
-            raise self._reader.fail(f"{self.path}.{key}", f"expected {size} finite numbers, got {value!r}")
-        if positive and any(v <= 0.0 for v in values):
-            raise self._reader.fail(f"{self.path}.{key}", f"every entry must be positive, got {list(values)}")
-        return tuple(float(v) for v in values)
-
-    def reject_unknown(self, known: set[str]) -> None:
-        self._reader.reject_unknown(self.mapping, known, self.path)
+def _key_paths(tree: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    if not isinstance(tree, Mapping):
+        return []
+    paths = []
+    for key, value in tree.items():
+        paths.append((*prefix, str(key)))
+        paths.extend(_key_paths(value, (*prefix, str(key))))
+    return paths
 
 
-class _Reader:
-    """Typed access to the YAML tree; every error names the key path and the file."""
-
-    def __init__(self, source: str):
-        self.source = source
-
-    def fail(self, key: str, message: str) -> ParameterError:
-        return ParameterError(f"{self.source}: {key}: {message}")
-
-    def section(self, mapping: Any, name: str, parent: str) -> Mapping[str, Any]:
-        key = f"{parent}.{name}" if parent else name
-        if not isinstance(mapping, Mapping) or name not in mapping:
-            raise self.fail(key, "missing section")
-        value = mapping[name]
-        if not isinstance(value, Mapping):
-            raise self.fail(key, f"expected a mapping, got {type(value).__name__}")
-        return value
-
-    def number(self, mapping: Mapping[str, Any], name: str, parent: str) -> float:
-        key = f"{parent}.{name}"
-        if name not in mapping:
-            raise self.fail(key, "missing key")
-        value = mapping[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(key, f"expected a number, got {value!r}")
-        if not math.isfinite(value):
-            raise self.fail(key, f"must be finite, got {value!r}")
-        return float(value)
-
-    def positive(self, mapping: Mapping[str, Any], name: str, parent: str) -> float:
-        value = self.number(mapping, name, parent)
-        if value <= 0.0:
-            raise self.fail(f"{parent}.{name}", f"must be positive, got {value!r}")
-        return value
-
-    def length(self, mapping: Mapping[str, Any], name: str, parent: str) -> float:
-        value = self.positive(mapping, name, parent)
-        if value > _MAX_LENGTH_M:
-            raise self.fail(
-                f"{parent}.{name}", f"{value!r} m is implausibly large: lengths are in metres"
-            )
-        return value
-
-    def body(self, mapping: Mapping[str, Any], name: str) -> RigidBody:
-        key = f"hexapod.bodies.{name}"
-        entry = self.section(mapping, name, "hexapod.bodies")
-        self.reject_unknown(entry, {"mass", "inertia"}, key)
-        mass = self.positive(entry, "mass", key)
-        if mass > _MAX_MASS_KG:
-            raise self.fail(f"{key}.mass", f"{mass!r} kg is implausibly large: masses are in kg")
-        inertia = entry.get("inertia")
-        if (
-            not isinstance(inertia, (list, tuple))
-            or len(inertia) != 3
-            or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in inertia)
-        ):
-            raise self.fail(f"{key}.inertia", f"expected three numbers [Ixx, Iyy, Izz], got {inertia!r}")
-        moments = tuple(float(v) for v in inertia)
-        if any(not math.isfinite(v) or v <= 0.0 for v in moments):
-            raise self.fail(f"{key}.inertia", f"moments must be positive and finite, got {list(moments)}")
-        # A body of this mass within a 1 m sphere cannot exceed m * (1 m)^2: catches kg*cm^2.
-        if max(moments) > mass * 1.0:
-            raise self.fail(
-                f"{key}.inertia",
-                f"{list(moments)} is implausible for {mass} kg: inertias are in kg*m^2",
-            )
-        ixx, iyy, izz = moments
-        if ixx + iyy < izz or iyy + izz < ixx or izz + ixx < iyy:
-            raise self.fail(f"{key}.inertia", f"{list(moments)} violates the triangle inequality")
-        return RigidBody(mass=mass, inertia=moments)  # type: ignore[arg-type]
-
-    def reject_unknown(self, mapping: Mapping[str, Any], known: set[str], parent: str) -> None:
-        unknown = sorted(set(mapping) - known)
-        if unknown:
-            raise self.fail(parent, f"unknown key(s) {unknown}; expected {sorted(known)}")
+# ------------------------------------------------------------------------------------------ errors
+def _describe(error: ValidationError, origins: Mapping[tuple[str, ...], str]) -> str:
+    """pydantic's errors as ``hexapod.<key.path>: <message>``, in its order, joined by "; "."""
+    described = []
+    for item in error.errors():
+        if item["type"] in ("too_short", "too_long") and _right_size(item):
+            continue  # pydantic counts the valid entries only: the entry's own error says it all
+        loc, message = item["loc"], _message(item)
+        failure = item.get("ctx", {}).get("error")
+        if isinstance(failure, _Invalid):
+            loc = (*loc, *failure.key.split("."))
+        key = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+        keys = tuple(part for part in loc if isinstance(part, str))
+        origin = origins.get(keys)
+        described.append(f"{key or '<document>'}: {message}" + (f" (set in {origin})" if origin else ""))
+    return "; ".join(described)
 
 
-def _validate(parameters: HexapodParameters) -> None:
-    """Cross-field checks: the robot must assemble at home and the limits must be consistent."""
-    source = parameters.source
-    g = parameters.geometry
-    limits = parameters.limits
-    for field in dataclasses.fields(Geometry):
-        value = getattr(g, field.name)
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0.0):
-            raise ParameterError(f"{source}: hexapod.geometry.{field.name}: must be positive, got {value!r}")
-    if limits.actuator_position_min >= limits.actuator_position_max:
-        raise ParameterError(
-            f"{source}: hexapod.limits: actuator_position_min {limits.actuator_position_min} "
-            f"must be below actuator_position_max {limits.actuator_position_max}"
-        )
-    if limits.actuator_position_max >= g.base_side / 2.0:
-        raise ParameterError(
-            f"{source}: hexapod.limits.actuator_position_max: {limits.actuator_position_max} m "
-            f"runs off the side (half side L_B/2 = {g.base_side / 2.0} m)"
-        )
-    home = parameters.home_actuator_position
-    if not limits.actuator_position_min <= home <= limits.actuator_position_max:
-        raise ParameterError(
-            f"{source}: hexapod.home_actuator_position: {home} m is outside "
-            f"[{limits.actuator_position_min}, {limits.actuator_position_max}]"
-        )
-    # At home every leg pair stands vertically under the platform vertex (phi = pi/2), so the
-    # legs must reach: the isosceles height r_CP = sqrt(4L^2 - (2 q_home)^2)/2 must exist.
-    if 2.0 * home >= 2.0 * g.leg_length:
-        raise ParameterError(
-            f"{source}: hexapod.geometry.leg_length: {g.leg_length} m is too short to assemble: "
-            f"the two legs of a side must span 2*home_actuator_position = {2.0 * home} m"
-        )
-    if 2.0 * home < limits.min_slider_separation:
-        raise ParameterError(
-            f"{source}: hexapod.limits.min_slider_separation: {limits.min_slider_separation} m "
-            f"exceeds the home separation {2.0 * home} m"
-        )
+def _message(item: Mapping[str, Any]) -> str:
+    kind, value, ctx = item["type"], item["input"], item.get("ctx", {})
+    parent = _model_at(item["loc"][:-1])
+    field = parent.model_fields.get(item["loc"][-1]) if parent is not None and item["loc"] else None
+    messages = {
+        "missing": lambda: "missing section" if _is_section(field) else "missing key",
+        "extra_forbidden": lambda: "unknown key" + (f"; expected one of {list(parent.model_fields)}" if parent else ""),
+        "model_type": lambda: f"expected a mapping, got {type(value).__name__}",
+        "model_attributes_type": lambda: f"expected a mapping, got {type(value).__name__}",
+        "float_type": lambda: f"expected a number, got {value!r}",
+        "int_type": lambda: f"expected an integer, got {value!r}",
+        "string_type": lambda: f"expected a string, got {value!r}",
+        "tuple_type": lambda: f"expected a list, got {value!r}",
+        "finite_number": lambda: f"must be finite, got {value!r}",
+        "greater_than": lambda: (
+            f"must be positive, got {value!r}" if ctx["gt"] == 0 else f"must be greater than {ctx['gt']}, got {value!r}"
+        ),
+        "greater_than_equal": lambda: (
+            f"must not be negative, got {value!r}" if ctx["ge"] == 0 else f"must be at least {ctx['ge']}, got {value!r}"
+        ),
+        "less_than": lambda: f"must be below {ctx['lt']}, got {value!r}",
+        "less_than_equal": lambda: f"must be at most {ctx['le']}, got {value!r}",
+        "literal_error": lambda: f"expected {ctx['expected']}, got {value!r}",
+        "too_short": lambda: f"expected {_size(field, ctx)}, got {value!r}",
+        "too_long": lambda: f"expected {_size(field, ctx)}, got {value!r}",
+        "string_too_short": lambda: f"must not be empty, got {value!r}",
+        "value_error": lambda: str(ctx["error"]),
+    }
+    describe = messages.get(kind)
+    return describe() if describe else f"{item['msg']}, got {value!r}"
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The section model at a key path of the document (None below a list or a number)."""
+    model: type[BaseModel] = _Document
+    for part in loc:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        if not _is_section(field):
+            return None
+        model = field.annotation  # type: ignore[assignment]
+    return model
+
+
+def _is_section(field: Any) -> bool:
+    return field is not None and isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+
+
+def _size(field: Any, ctx: Mapping[str, Any]) -> str:
+    """"6 entries" for a list of fixed size, else the violated bound ("at least 1 entry")."""
+    low, high = _length_bounds(field)
+    size = low if low is not None and low == high else None
+    if size is None:
+        size = ctx.get("min_length", ctx.get("max_length"))
+        bound = "at least " if "min_length" in ctx else "at most "
+    else:
+        bound = ""
+    return f"{bound}{size} {'entry' if size == 1 else 'entries'}"
+
+
+def _length_bounds(field: Any) -> tuple[int | None, int | None]:
+    rules = field.metadata if field is not None else ()
+    low = next((rule.min_length for rule in rules if hasattr(rule, "min_length")), None)
+    high = next((rule.max_length for rule in rules if hasattr(rule, "max_length")), None)
+    return low, high
+
+
+def _right_size(item: Mapping[str, Any]) -> bool:
+    """Whether a list reported too short or too long has an allowed number of entries as written."""
+    parent = _model_at(item["loc"][:-1])
+    field = parent.model_fields.get(item["loc"][-1]) if parent is not None else None
+    low, high = _length_bounds(field)
+    value = item["input"]
+    return isinstance(value, (list, tuple)) and (low is None or len(value) >= low) and (high is None or len(value) <= high)

@@ -42,7 +42,6 @@ from hexapod_control.control.safety import (
     Decision,
     SafetySupervisor,
     SupervisorState,
-    load_safety_settings,
 )
 from hexapod_control.errors import InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
@@ -60,7 +59,7 @@ from hexapod_control.ros.common import (
     run_node,
     seconds,
 )
-from hexapod_control.ros.conventions import TOPICS, RosNames, check_frame, time_from_stamp
+from hexapod_control.ros.conventions import TOPICS, check_frame, time_from_stamp
 
 NODE_NAME = "hexapod_controller"
 
@@ -72,7 +71,7 @@ class ControllerNode(Node):
 
     def _setup(self) -> None:
         parameters = load_params_file(self)
-        self.names = RosNames.from_parameters(parameters)
+        self.names = parameters.ros
         self.controller_name = declare_choice(self, "controller", "double_loop", CONTROLLER_NAMES, "control law")
         self.arm_on_start = declare_flag(self, "arm_on_start", False, "arm at the first valid joint state")
         gain_set = declare_choice(
@@ -81,7 +80,7 @@ class ControllerNode(Node):
         )
         model = HexapodModel(parameters)
         self.controller = make_controller(self.controller_name, model, gain_set=gain_set)
-        settings = load_safety_settings(parameters)
+        settings = parameters.safety
         self.supervisor = SafetySupervisor(model, settings, self.names.joint_names)
 
         self.command_publisher = self.create_publisher(Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS)

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from hexapod_control.errors import InvalidInputError
-from hexapod_control.model.parameters import HexapodParameters
 from hexapod_control.model.rotations import (
     angular_acceleration_from_euler,
     angular_velocity_from_euler_rates,
@@ -53,40 +52,6 @@ REFERENCE_JOINT_NAME = "platform"  # the one "joint" of the MultiDOF reference
 # A message's quaternion must be a rotation: a norm this far from 1 means a garbage or zero-filled
 # orientation, which normalising would turn into an arbitrary large rotation target.
 QUATERNION_NORM_TOLERANCE = 1e-6
-
-
-@dataclass(frozen=True)
-class RosNames:
-    """Joint and frame names from the ``ros`` section of the parameters file."""
-
-    joint_names: tuple[str, ...]  # the six actuated sliders, in the order q0..q5
-    passive_joint_names: tuple[str, ...]  # phi1..phi3
-    base_frame: str
-    platform_frame: str
-
-    @classmethod
-    def from_parameters(cls, parameters: HexapodParameters) -> "RosNames":
-        section = parameters.section("ros")
-        section.reject_unknown({"joint_names", "passive_joint_names", "base_frame", "platform_frame"})
-        names = cls(
-            joint_names=_names(section, "joint_names", 6),
-            passive_joint_names=_names(section, "passive_joint_names", 3),
-            base_frame=section.text("base_frame"),
-            platform_frame=section.text("platform_frame"),
-        )
-        return names
-
-
-def _names(section, key: str, size: int) -> tuple[str, ...]:
-    value = section.mapping.get(key)
-    if (
-        not isinstance(value, list)
-        or len(value) != size
-        or not all(isinstance(v, str) and v for v in value)
-        or len(set(value)) != size
-    ):
-        raise section._reader.fail(f"{section.path}.{key}", f"expected {size} distinct names, got {value!r}")
-    return tuple(value)
 
 
 def time_from_stamp(stamp) -> float:

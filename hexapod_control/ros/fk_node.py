@@ -20,8 +20,6 @@ from geometry_msgs.msg import PoseStamped, TwistStamped
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
-from hexapod_control.control.controllers import load_controller_settings
-from hexapod_control.control.safety import load_safety_settings
 from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.rotations import (
@@ -41,7 +39,6 @@ from hexapod_control.ros.common import (
 )
 from hexapod_control.ros.conventions import (
     TOPICS,
-    RosNames,
     joint_state_arrays,
     time_from_stamp,
 )
@@ -56,11 +53,11 @@ class ForwardKinematicsNode(Node):
 
     def _setup(self) -> None:
         parameters = load_params_file(self)
-        self.names = RosNames.from_parameters(parameters)
+        self.names = parameters.ros
         self.model = HexapodModel(parameters)  # builds the compiled dynamics (J_A) before the first message
         self.kinematic_state = self.model.create_state()
-        self.singularity = load_controller_settings(parameters).singularity
-        diagnostics_period = load_safety_settings(parameters).diagnostics_period
+        self.singularity = parameters.controllers.singularity
+        diagnostics_period = parameters.safety.diagnostics_period
 
         self.pose_publisher = self.create_publisher(PoseStamped, TOPICS["platform_pose"], RELIABLE_QOS)
         self.twist_publisher = self.create_publisher(TwistStamped, TOPICS["platform_twist"], RELIABLE_QOS)

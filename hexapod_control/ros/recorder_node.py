@@ -34,10 +34,9 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from hexapod_control.bags import BagWriter
-from hexapod_control.bags.settings import STORAGE_FORMATS, load_recording_settings
 from hexapod_control.bags.topics import parse_topic_overrides, resolve_topic_names
 from hexapod_control.errors import HexapodError, InvalidInputError
-from hexapod_control.model.parameters import load_parameters
+from hexapod_control.model.parameters import STORAGE_FORMATS, load_parameters
 from hexapod_control.ros.conventions import MESSAGE_TYPES
 
 NODE_NAME = "hexapod_recorder"
@@ -120,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--use-sim-time", action="store_true", help="log times from /clock")
     args, ros_args = parser.parse_known_args(argv)
     try:
-        settings = load_recording_settings(load_parameters(args.params))
+        settings = load_parameters(args.params).recording
         topics = recorded_topics(args.topics or settings.topics, parse_topic_overrides(args.topic))
         bag = Path(args.output) if args.output else default_bag_path(settings.output_directory)
     except (HexapodError, KeyError) as error:

@@ -36,7 +36,6 @@ from rosgraph_msgs.msg import Clock as ClockMessage
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from hexapod_control.control.safety import load_safety_settings
 from hexapod_control.errors import (
     HexapodError,
     InvalidInputError,
@@ -53,7 +52,7 @@ from hexapod_control.ros.common import (
     run_node,
     set_time,
 )
-from hexapod_control.ros.conventions import TOPICS, RosNames, effort_array
+from hexapod_control.ros.conventions import TOPICS, effort_array
 from hexapod_control.simulation import BACKENDS, make_plant
 
 NODE_NAME = "hexapod_simulator"
@@ -70,7 +69,7 @@ class SimulatorNode(Node):
 
     def _setup(self) -> None:
         parameters = load_params_file(self)
-        self.names = RosNames.from_parameters(parameters)
+        self.names = parameters.ros
         self.backend = declare_choice(self, "backend", "embedded", BACKENDS, "simulated plant")
         self.stepping = declare_choice(self, "stepping", "lockstep", STEPPING_MODES, "how the plant time advances")
         self.plant = make_plant(self.backend, parameters)
@@ -85,7 +84,7 @@ class SimulatorNode(Node):
         self.clock_publisher = self.create_publisher(ClockMessage, TOPICS["clock"], RELIABLE_QOS)
         self.state_publisher = self.create_publisher(JointState, TOPICS["joint_states"], RELIABLE_QOS)
         self.diagnostics = DiagnosticsPublisher(
-            self, TOPICS["diagnostics"], f"{self.get_name()}: {self.backend} plant", load_safety_settings(parameters).diagnostics_period
+            self, TOPICS["diagnostics"], f"{self.get_name()}: {self.backend} plant", parameters.safety.diagnostics_period
         )
         self.create_subscription(Float64MultiArray, TOPICS["effort_commands"], self._on_command, RELIABLE_QOS)
         wall_clock = Clock(clock_type=ClockType.STEADY_TIME)  # not /clock: this node makes /clock

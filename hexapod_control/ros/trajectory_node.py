@@ -28,12 +28,10 @@ from rclpy.node import Node
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
-from hexapod_control.control.controllers import load_controller_settings
 from hexapod_control.control.trajectories import (
     HoldTrajectory,
     Reference,
     SmoothMove,
-    load_trajectory_settings,
     make_trajectory,
 )
 from hexapod_control.errors import HexapodError, InvalidInputError
@@ -50,7 +48,6 @@ from hexapod_control.ros.common import (
 )
 from hexapod_control.ros.conventions import (
     TOPICS,
-    RosNames,
     check_frame,
     euler_from_message_quaternion,
     reference_point_from_euler,
@@ -79,14 +76,14 @@ class TrajectoryNode(Node):
 
     def _setup(self) -> None:
         parameters = load_params_file(self)
-        self.names = RosNames.from_parameters(parameters)
+        self.names = parameters.ros
         self.model = HexapodModel(parameters)
-        self.move_settings = load_trajectory_settings(parameters).move
+        self.move_settings = parameters.trajectories.move
         self.trajectory_name = declare_choice(
             self, "trajectory", "operational_space", TRAJECTORY_CHOICES, "trajectory run by ~/start (or autostart)"
         )
         autostart = declare_flag(self, "autostart", False, "run the trajectory at once; the robot must be at its start")
-        period = load_controller_settings(parameters).period
+        period = parameters.controllers.period
 
         self.active = None  # object with sample(t) -> Reference, or None before any pose is known
         self.origin = 0.0  # node-clock time at which the active trajectory's t = 0

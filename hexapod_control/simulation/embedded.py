@@ -16,67 +16,23 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
 
 import numpy as np
 
 from hexapod_control.errors import HexapodError, SimulationDivergedError
 from hexapod_control.model.hexapod import JOINT_NAMES, HexapodModel
-from hexapod_control.model.parameters import HexapodParameters
+from hexapod_control.model.parameters import HexapodParameters, SimulationSettings
 from hexapod_control.model.validation import as_vector
 from hexapod_control.simulation.plant import Plant
-
-INTEGRATORS = ("semi_implicit_euler", "rk4")
-
-
-@dataclass(frozen=True)
-class SensorSettings:
-    encoder_resolution: float  # [m], 0 = exact
-    noise_std: float  # [m], 0 = none
-    delay_steps: int  # plant steps
-
-
-@dataclass(frozen=True)
-class EmbeddedSettings:
-    rate: float  # plant steps per second [Hz]
-    seed: int
-    sensor: SensorSettings
-    integrator: str
-    substeps: int
-    max_actuator_speed: float  # [m/s] beyond this the run has diverged
-
-    @property
-    def dt(self) -> float:
-        return 1.0 / self.rate
-
-
-def load_embedded_settings(parameters: HexapodParameters) -> EmbeddedSettings:
-    section = parameters.section("simulation")
-    sensor = section.subsection("sensor")
-    sensor.reject_unknown({"encoder_resolution", "noise_std", "delay_steps"})
-    embedded = section.subsection("embedded")
-    embedded.reject_unknown({"integrator", "substeps", "max_actuator_speed"})
-    return EmbeddedSettings(
-        rate=section.positive("rate"),
-        seed=section.integer("seed"),
-        sensor=SensorSettings(
-            encoder_resolution=sensor.non_negative("encoder_resolution"),
-            noise_std=sensor.non_negative("noise_std"),
-            delay_steps=sensor.integer("delay_steps"),
-        ),
-        integrator=embedded.text("integrator", INTEGRATORS),
-        substeps=embedded.integer("substeps", minimum=1),
-        max_actuator_speed=embedded.positive("max_actuator_speed"),
-    )
 
 
 class EmbeddedSimulator(Plant):
     """Forward dynamics of :class:`HexapodModel` at a fixed step, with force saturation."""
 
-    def __init__(self, parameters: HexapodParameters, settings: EmbeddedSettings | None = None,
+    def __init__(self, parameters: HexapodParameters, settings: SimulationSettings | None = None,
                  model: HexapodModel | None = None):
         self.parameters = parameters
-        self.settings = settings or load_embedded_settings(parameters)
+        self.settings = settings or parameters.simulation
         self.dt = self.settings.dt
         self.model = model if model is not None else HexapodModel(parameters)
         self.kinematic_state = self.model.create_state()  # the plant's own FK warm start
@@ -117,12 +73,12 @@ class EmbeddedSimulator(Plant):
         return self.model.forward_dynamics(q, qd, self._forces, phi=self._phi).tolist()
 
     def step(self, steps: int = 1) -> None:
-        h = self.dt / self.settings.substeps
-        rk4 = self.settings.integrator == "rk4"
+        h = self.dt / self.settings.embedded.substeps
+        rk4 = self.settings.embedded.integrator == "rk4"
         for _ in range(steps):
             q, qd = self._q, self._qd
             try:
-                for _ in range(self.settings.substeps):
+                for _ in range(self.settings.embedded.substeps):
                     if rk4:
                         q, qd = self._rk4(q, qd, h)
                     else:
@@ -135,10 +91,10 @@ class EmbeddedSimulator(Plant):
                 ) from error
             speed = max(abs(v) for v in qd)
             # A NaN or inf anywhere makes the sum non-finite; finite values here cannot overflow it.
-            if not math.isfinite(sum(q)) or not speed <= self.settings.max_actuator_speed:
+            if not math.isfinite(sum(q)) or not speed <= self.settings.embedded.max_actuator_speed:
                 raise SimulationDivergedError(
                     f"embedded simulation diverged at t = {self.time:.4f} s: actuator speed {speed} m/s "
-                    f"exceeds {self.settings.max_actuator_speed} m/s (q = {list(q)})"
+                    f"exceeds {self.settings.embedded.max_actuator_speed} m/s (q = {list(q)})"
                 )
             self._q, self._qd = q, qd
             self._steps += 1

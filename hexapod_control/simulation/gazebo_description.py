@@ -70,9 +70,9 @@ import numpy as np
 
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.kinematics import SIDE_ANGLES_DEG, ClosedChainKinematics
-from hexapod_control.model.parameters import HexapodParameters, RigidBody, load_parameters
+from hexapod_control.model.parameters import HexapodParameters, RigidBody, RosNames, load_parameters
 from hexapod_control.model.rotations import wrap_angle
-from hexapod_control.ros.conventions import TOPICS, RosNames
+from hexapod_control.ros.conventions import TOPICS
 
 # sdformat treats a URDF link of this name as the world: joints to it anchor the model. The base
 # has no mass in the parameters, and sdformat drops massless links together with their child
@@ -223,7 +223,7 @@ PLATFORM_LINK = "platform"
 def build_description(parameters: HexapodParameters) -> Description:
     """The spanning tree, welds and home values; see the module docstring."""
     g = parameters.geometry
-    names = RosNames.from_parameters(parameters)
+    names = parameters.ros
     home = thesis_angles(parameters)
     apexes = np.array(ClosedChainKinematics(parameters).platform_apexes)  # P_i - centroid, in F
     leg = g.leg_length
@@ -306,7 +306,7 @@ def joint_positions(parameters: HexapodParameters, q: Sequence[float] | None = N
 
     Sliders: q. Passive joints: thesis angle minus its home value (zero at home), wrapped.
     """
-    names = RosNames.from_parameters(parameters)
+    names = parameters.ros
     home = thesis_angles(parameters)
     now = home if q is None else thesis_angles(parameters, q)
     values: dict[str, float] = {}
@@ -398,22 +398,17 @@ def build_urdf(parameters: HexapodParameters, controllers_file: str | Path,
 
 
 def controller_rate(parameters: HexapodParameters) -> int:
-    """controller_manager update_rate [Hz] = ``controllers.rate``; must divide the physics rate."""
-    rate = parameters.section("controllers").positive("rate")
-    physics = physics_rate(parameters)
-    if rate != round(rate) or physics / rate != round(physics / rate):
-        raise ValueError(f"{parameters.source}: controllers.rate {rate} must be an integer dividing "
-                         f"simulation.rate {physics} (ros2_control updates on physics steps)")
-    return round(rate)
+    """controller_manager update_rate [Hz] = ``controllers.rate`` (a whole number, checked at load)."""
+    return round(parameters.controllers.rate)
 
 
 def physics_rate(parameters: HexapodParameters) -> float:
-    return parameters.section("simulation").positive("rate")
+    return parameters.simulation.rate
 
 
 def build_controllers_yaml(parameters: HexapodParameters) -> str:
     """controller_manager, joint_state_broadcaster and effort_controller (ros2_control params)."""
-    joints = list(RosNames.from_parameters(parameters).joint_names)
+    joints = list(parameters.ros.joint_names)
     command_topic = f"/{EFFORT_CONTROLLER}/commands"
     if command_topic != TOPICS["effort_commands"]:  # the controller node publishes there
         raise ValueError(f"{command_topic} != {TOPICS['effort_commands']}")

@@ -34,73 +34,16 @@ are site-based, so they hold between the named points whatever the model's refer
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from hexapod_control.errors import ParameterError
 from hexapod_control.model.kinematics import SIDE_ANGLES_DEG, ClosedChainKinematics
 from hexapod_control.model.parameters import HexapodParameters, RigidBody
 
 # The S-joint frame change of the thesis (C_i R_N_i in (6.68)): N e_x = Z_C, N e_y = X_C, N e_z = Y_C.
 N_MATRIX = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
 PLATFORM_SHARDS = 3  # one per spherical joint
-
-INTEGRATORS = ("Euler", "implicit", "implicitfast", "RK4")
-SOLVERS = ("Newton", "CG", "PGS")
-
-
-@dataclass(frozen=True)
-class MujocoSettings:
-    """``hexapod.simulation`` rate and ``hexapod.simulation.mujoco`` of the parameters file."""
-
-    rate: float  # plant step rate [Hz]
-    substeps: int  # MuJoCo steps per plant step
-    integrator: str
-    solver: str
-    iterations: int  # constraint solver iterations per MuJoCo step
-    tolerance: float  # constraint solver tolerance
-    equality_solref: tuple[float, float]  # (time constant [s], damping ratio) of the loop closures
-    equality_solimp: tuple[float, float, float, float, float]  # impedance of the loop closures
-    max_closure_error: float  # [m] loop-closure error that counts as divergence
-    max_actuator_speed: float  # [m/s] actuator speed that counts as divergence
-    max_angular_speed: float  # [rad/s] passive-joint speed that counts as divergence
-
-    @property
-    def plant_dt(self) -> float:
-        return 1.0 / self.rate
-
-    @property
-    def timestep(self) -> float:
-        return 1.0 / (self.rate * self.substeps)
-
-    @classmethod
-    def from_parameters(cls, parameters: HexapodParameters) -> MujocoSettings:
-        section = parameters.section("simulation")
-        engine = section.subsection("mujoco")
-        engine.reject_unknown({field.name for field in dataclasses.fields(cls)} - {"rate"})
-        solimp = engine.vector("equality_solimp", 5, positive=True)
-        if not (solimp[0] < 1.0 and solimp[1] < 1.0):
-            # d0 and dwidth are impedances in (0, 1); MuJoCo would silently clamp a wrong value.
-            raise ParameterError(
-                f"{parameters.source}: {engine.path}.equality_solimp: d0 and dwidth must lie in (0, 1), "
-                f"got {list(solimp[:2])}"
-            )
-        return cls(
-            rate=section.positive("rate"),
-            substeps=engine.integer("substeps", minimum=1),
-            integrator=engine.text("integrator", INTEGRATORS),
-            solver=engine.text("solver", SOLVERS),
-            iterations=engine.integer("iterations", minimum=1),
-            tolerance=engine.positive("tolerance"),
-            equality_solref=engine.vector("equality_solref", 2, positive=True),  # type: ignore[arg-type]
-            equality_solimp=solimp,  # type: ignore[arg-type]
-            max_closure_error=engine.positive("max_closure_error"),
-            max_actuator_speed=engine.positive("max_actuator_speed"),
-            max_angular_speed=engine.positive("max_angular_speed"),
-        )
 
 
 # ---------------------------------------------------------------------- names
@@ -190,8 +133,9 @@ def platform_apexes_local(parameters: HexapodParameters) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- the model
-def build_mjcf(parameters: HexapodParameters, settings: MujocoSettings) -> str:
+def build_mjcf(parameters: HexapodParameters) -> str:
     """MJCF text of the Hexapod for ``parameters``; see the module docstring for the structure."""
+    settings = parameters.simulation.mujoco
     g = parameters.geometry
     b = parameters.bodies
     leg_length = g.leg_length
@@ -275,7 +219,7 @@ def build_mjcf(parameters: HexapodParameters, settings: MujocoSettings) -> str:
             # Mass properties come only from <inertial>; no geoms, so no contacts either.
             '  <compiler angle="radian" inertiafromgeom="false" autolimits="true"/>',
             (
-                f'  <option timestep="{settings.timestep!r}" gravity="0 0 {-parameters.gravity!r}" '
+                f'  <option timestep="{parameters.simulation.mujoco_timestep!r}" gravity="0 0 {-parameters.gravity!r}" '
                 f'integrator="{settings.integrator}" solver="{settings.solver}" '
                 f'iterations="{settings.iterations}" tolerance="{settings.tolerance!r}">'
             ),

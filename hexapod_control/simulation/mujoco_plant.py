@@ -75,9 +75,9 @@ class MujocoPlant(Plant):
 
     def __init__(self, parameters: HexapodParameters):
         self.parameters = parameters
-        self.settings = mjcf.MujocoSettings.from_parameters(parameters)
-        self.dt = self.settings.plant_dt
-        self.xml = mjcf.build_mjcf(parameters, self.settings)
+        self.settings = parameters.simulation.mujoco
+        self.dt = parameters.simulation.dt
+        self.xml = mjcf.build_mjcf(parameters)
         self.model = mujoco.MjModel.from_xml_string(self.xml)
         self.data = mujoco.MjData(self.model)
         self._kinematics = Kinematics(parameters)
