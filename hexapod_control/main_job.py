@@ -12,15 +12,12 @@ Progress goes to stderr, one line per simulated second.
 
 Transports (how the stack runs; both write the same topics, types and stamps):
 
-* ``direct`` (default): the stack's components without middleware, in lockstep in this process:
-  the plant (``simulation.make_plant``), the controller (``simulated_plant`` gain set, as the
-  stack's) behind the controller node's
-  ``SafetySupervisor`` (armed at the first joint state, like ``arm_on_start``), the trajectory
-  sampled at each control instant and the FK node's pose. The messages the nodes would publish
-  are serialized to CDR and written with the recorder's ``BagWriter``. The step order is the
-  lockstep stack's (``ros/stack.py``): at t_k the reference stamped t_k (none at k = 0: the
-  controller holds; the trajectory's own t = 0 is its first publication, t_1, as the trajectory
-  node's autostart does), then the joint state stamped t_k, the controller's answer, one plant step.
+* ``direct`` (default): the ROS-free lockstep loop (``simulation/lockstep.py``) in this process:
+  the plant (``simulation.make_plant``), the trajectory sampled at each control instant and the
+  controller node's logic (``control/loop.py``: supervisor, controller with the ``simulated_plant``
+  gain set, armed at the first joint state like ``arm_on_start``, FK pose, diagnostics). Each step's
+  record is serialized to the CDR messages the nodes publish and written with the recorder's
+  ``BagWriter``.
 * ``ros``: the real nodes (``ros/stack.py``'s SimStack: simulator, FK, trajectory, controller)
   plus the recorder node (raw subscriptions) in one executor, talking over DDS. The bags agree
   with ``direct`` to round-off (test_main_job.py checks it), but every message crosses rclpy:
@@ -49,25 +46,23 @@ from hexapod_control.bags import (
     pose_cdr,
     reference_cdr,
 )
-from hexapod_control.control.controllers import (
-    CONTROLLER_NAMES,
-    ControlStatus,
-    make_controller,
-)
+from hexapod_control.control.controllers import CONTROLLER_NAMES
+from hexapod_control.control.loop import ControlLoop
+from hexapod_control.control.trajectories import make_trajectory
 from hexapod_control.errors import HexapodError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import STORAGE_FORMATS, default_parameters_path, load_parameters
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
 from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.simulation import BACKENDS, make_plant
+from hexapod_control.simulation.lockstep import LockstepLoop, LoopRecord
 
 TRAJECTORY = "operational_space"  # thesis 6.5
 TRANSPORTS = ("direct", "ros")
 SIMULATION_GAIN_SET = "simulated_plant"  # what SimStack gives its controller node
 DEFAULT_DURATION_S = 30.0  # [s] the ~10 s kappa ramp, then two periods of the 0.1 Hz trajectory
 PROG = "main_job"
-# Diagnostic levels of diagnostic_msgs/DiagnosticStatus.
-OK, WARN, ERROR = 0, 1, 2
+CONTROLLER_NODE_NAME = "hexapod_controller"  # the diagnostics name the controller node gives
 
 
 def _stderr(line: str) -> None:
@@ -92,103 +87,58 @@ class Progress:
 # ------------------------------------------------------------------------------------------ direct
 def run_direct(params_file: str, controller_name: str, backend: str, duration: float, bag_path: Path,
                storage: str, topic_keys, progress: Optional[Progress] = None) -> dict:
-    """The lockstep stack without middleware (module docstring); returns a summary dict."""
-    from hexapod_control.control.safety import Action, SafetySupervisor, SupervisorState
-    from hexapod_control.control.trajectories import make_trajectory
-
+    """The lockstep loop without middleware (module docstring); returns a summary dict."""
     parameters = load_parameters(params_file)
     names = parameters.ros
-    rate = parameters.simulation.rate  # = controllers.rate, checked at load
+    model = HexapodModel(parameters)  # one model; each component keeps its own FK warm start
     plant = make_plant(backend, parameters)
     plant.reset(np.full(6, parameters.home_actuator_position))
-    # The simulated stacks' gain set (ros/stack.py): the thesis K_p is unstable on the rigid-body
-    # plant without rotor inertia (config: controllers.double_loop.simulated_plant).
-    model = HexapodModel(parameters)  # one model; each component keeps its own FK warm start
-    controller = make_controller(controller_name, model, gain_set=SIMULATION_GAIN_SET)
-    safety = parameters.safety
-    supervisor = SafetySupervisor(model, safety, names.joint_names)
-    trajectory = make_trajectory(TRAJECTORY, model)
-    fk_state = model.create_state()
-    from hexapod_control.ros.conventions import reference_point_from_euler
-
+    # The simulated stacks' gain set: the thesis K_p is unstable on the rigid-body plant without
+    # rotor inertia (config: controllers.double_loop.simulated_plant).
+    control = ControlLoop(model, controller_name, gain_set=SIMULATION_GAIN_SET, arm_on_start=True)
+    loop = LockstepLoop(plant, control, make_trajectory(TRAJECTORY, model))
     keys = set(topic_keys)
     writer = BagWriter(bag_path, storage)
     for key in topic_keys:
         writer.add_topic(TOPICS[key], MESSAGE_TYPES[key])
-    diagnostics_last = (None, -math.inf)
-    steps = round(duration * rate)
-    failure, armed, origin = "", False, None
     started = time.monotonic()
     try:
-        for k in range(steps):
-            t = plant.time
-            log = nanoseconds(t)
-            if k > 0:  # the trajectory node's timer first fires one period after the start
-                # ... and autostart puts the trajectory's t = 0 at that first publication.
-                origin = t if origin is None else origin
-                reference = trajectory.sample(t - origin)
-                point = reference_point_from_euler(reference.pose, reference.velocity, reference.acceleration)
-                supervisor.reference_point(t, t, point)
-                if "reference" in keys:
-                    writer.write(TOPICS["reference"], log, reference_cdr(t, reference.pose, reference.velocity,
-                                                                        reference.acceleration, names.base_frame))
-            q, qd = plant.joint_positions(), plant.joint_velocities()
-            applied = getattr(plant, "applied_forces", None)
-            applied = np.asarray(applied if applied is not None else np.zeros(6), dtype=float)
-            if "joint_states" in keys:
-                writer.write(TOPICS["joint_states"], log, joint_state_cdr(t, names.joint_names, q, qd, applied))
-            if "platform_pose" in keys:
-                try:
-                    pose = model.forward_kinematics(q, fk_state).pose
-                    writer.write(TOPICS["platform_pose"], log,
-                                 pose_cdr(t, pose[:3], quaternion_from_euler_zyx(tuple(pose[3:])), names.base_frame))
-                except HexapodError:
-                    pass  # the FK node publishes nothing on a failure (an ERROR diagnostic only)
-            supervisor.joint_state(t, t, names.joint_names, q, qd)
-            if not armed:
-                armed, _ = supervisor.arm(t, controller.reset)
-            decision = supervisor.command(t, controller.update)
-            if "effort_commands" in keys:
-                writer.write(TOPICS["effort_commands"], log, effort_cdr(decision.forces))
-            if "diagnostics" in keys:
-                level, text = _diagnostic(decision, supervisor, Action, SupervisorState)
-                if (level, text) != diagnostics_last[0] or t - diagnostics_last[1] >= safety.diagnostics_period:
-                    diagnostics_last = ((level, text), t)
-                    values = {"state": supervisor.state.value, "action": decision.action.value, "controller": controller_name}
-                    writer.write(TOPICS["diagnostics"], log,
-                                 diagnostics_cdr(t, [(level, "hexapod_controller: safety", text, values)]))
-            try:
-                plant.apply_forces(decision.forces)
-                plant.step()
-            except HexapodError as error:
-                failure = f"simulation stopped at t = {t:.4f} s: {error}"
-                break
+        for record in loop.run(duration):
+            write_record(writer, keys, record, names, controller_name)
             if progress:
-                progress.update(plant.time, decision.action.value)
+                progress.update(plant.time, record.step.decision.action.value)
     finally:
         writer.close()
     return {
-        "steps": k + 1 if steps else 0,
+        "steps": loop.steps,
         "sim_time": plant.time,
         "wall_time": time.monotonic() - started,
-        "failure": failure,
-        "supervisor": supervisor.state.value,
+        "failure": loop.failure,
+        "supervisor": control.supervisor.state.value,
         "counts": dict(writer.counts),
     }
 
 
-def _diagnostic(decision, supervisor, Action, SupervisorState) -> tuple[int, str]:
-    """Level and text as the controller node grades them."""
-    control = decision.control
-    if supervisor.state == SupervisorState.FAULT:
-        return ERROR, f"fault ({supervisor.fault_action.value}): {supervisor.reason}"
-    if supervisor.state == SupervisorState.DISARMED:
-        return OK, f"disarmed: {supervisor.reason}"
-    if decision.action != Action.CONTROL:
-        return WARN, f"{decision.action.value}: {decision.reason}"
-    if control is not None and control.status != ControlStatus.OK:
-        return WARN, f"controller {control.status.value}"
-    return OK, "tracking"
+def write_record(writer: BagWriter, keys: set, record: LoopRecord, names, controller_name: str) -> None:
+    """The messages the DDS stack's nodes publish for one lockstep step, stamped and logged at t."""
+    t, step = record.t, record.step
+    log = nanoseconds(t)
+    reference = record.reference
+    if reference is not None and "reference" in keys:
+        writer.write(TOPICS["reference"], log, reference_cdr(t, reference.pose, reference.velocity,
+                                                            reference.acceleration, names.base_frame))
+    if "joint_states" in keys:
+        writer.write(TOPICS["joint_states"], log, joint_state_cdr(t, names.joint_names, step.q, step.qd,
+                                                                  record.applied_forces))
+    if step.pose is not None and "platform_pose" in keys:
+        writer.write(TOPICS["platform_pose"], log,
+                     pose_cdr(t, step.pose[:3], quaternion_from_euler_zyx(tuple(step.pose[3:])), names.base_frame))
+    if "effort_commands" in keys:
+        writer.write(TOPICS["effort_commands"], log, effort_cdr(step.forces))
+    if step.diagnostic is not None and "diagnostics" in keys:
+        status = step.diagnostic
+        writer.write(TOPICS["diagnostics"], log, diagnostics_cdr(
+            t, [(int(status.level), f"{CONTROLLER_NODE_NAME}: safety", status.message, status.values)]))
 
 
 # ------------------------------------------------------------------------------------------ ros

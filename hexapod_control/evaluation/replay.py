@@ -1,8 +1,9 @@
 """Replay: a bag's recorded joint states and references through a controller, offline.
 
-The controller is built and driven exactly as the controller node does (``make_controller`` on a
-HexapodModel of the parameters file, ``reset`` on the first measurement, then ``update`` once per
-joint state in stamp order), so a lab can try a gain or controller change on yesterday's bags:
+The controller is driven exactly as the controller node drives it: through the node's ROS-free
+logic, :class:`hexapod_control.control.loop.ControlLoop` (safety supervisor, arming at the first
+valid joint state, the controller's ``update`` once per joint state in stamp order), so a lab can
+try a gain or controller change on yesterday's bags:
 ``hexapod_replay yesterday_bag --controller computed_torque --params my_gains.yaml``.
 
 The replayed force at a joint state is compared with the recorded command answering that same
@@ -25,7 +26,8 @@ import numpy as np
 
 from hexapod_control.bags import BagError
 from hexapod_control.bags.topics import parse_topic_overrides
-from hexapod_control.control.controllers import CONTROLLER_NAMES, GAIN_SETS, make_controller
+from hexapod_control.control.controllers import CONTROLLER_NAMES, GAIN_SETS
+from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import HexapodError
 from hexapod_control.evaluation.bag import RunData, load_run
@@ -63,7 +65,12 @@ class ReplayResult:
 
 def replay_run(run: RunData, parameters: HexapodParameters, controller_name: str, matching: str,
                gain_set: str = "robot") -> ReplayResult:
-    """Feed the run through a fresh controller; raises BagError when there is nothing to replay."""
+    """Feed the run through the controller node's logic; raises BagError when there is nothing to replay.
+
+    A fresh :class:`ControlLoop` (supervisor and controller, armed at the first valid joint state as
+    the simulated stacks arm) takes, for each recorded joint state in stamp order, the reference
+    matched at its stamp and then the joint state, exactly as the node would have.
+    """
     if not run.has_joint_states:
         raise BagError(f"{run.label}: fewer than 2 joint states: nothing to replay")
     if not run.has_references:
@@ -72,28 +79,28 @@ def replay_run(run: RunData, parameters: HexapodParameters, controller_name: str
         matching, run.ref_t, [run.ref_pose, run.ref_velocity, run.ref_acceleration], run.joint_t
     )
     notes = []
-    indices = np.flatnonzero(valid)
-    if indices.size < run.joint_t.size:
-        notes.append(f"{run.joint_t.size - indices.size} joint state(s) without a matched reference ({matching}): not replayed")
-    controller = make_controller(controller_name, HexapodModel(parameters), gain_set=gain_set)
-    start = None
-    for k in indices:
-        try:
-            controller.reset(float(run.joint_t[k]), run.q[k], run.qd[k])
-            start = k
-            break
-        except HexapodError as error:
-            notes.append(f"controller reset failed at t = {run.joint_t[k]:.6g} s ({error}): tried the next joint state")
-    if start is None:
-        raise BagError(f"{run.label}: the controller could not start from any recorded joint state")
-    indices = indices[indices >= start]
-    replayed = np.zeros((indices.size, 6))
+    unmatched = int(np.count_nonzero(~valid))
+    if unmatched:
+        notes.append(f"{unmatched} joint state(s) without a matched reference ({matching}): answered with the last one")
+    control = ControlLoop(HexapodModel(parameters), controller_name, gain_set, arm_on_start=True)
+    replayed = np.zeros((run.joint_t.size, 6))
+    answered = np.zeros(run.joint_t.size, dtype=bool)
     statuses = Counter()
-    for row, k in enumerate(indices):
-        reference = Reference(float(run.joint_t[k]), pose[k], velocity[k], acceleration[k])
-        output = controller.update(float(run.joint_t[k]), run.q[k], run.qd[k], reference)
-        replayed[row] = output.forces
-        statuses[output.status.value] += 1
+    for k, t in enumerate(run.joint_t.tolist()):
+        if valid[k]:
+            control.reference_sample(t, Reference(t, pose[k], velocity[k], acceleration[k]))
+        record = control.joint_state(t, t, control.joint_names, run.q[k], run.qd[k])
+        if record is None:
+            continue  # a repeated stamp: the node answered it already
+        answered[k] = True
+        replayed[k] = record.forces
+        control_output = record.decision.control
+        statuses[control_output.status.value if control_output is not None else record.decision.action.value] += 1
+    if control.last_arm is None or not control.last_arm[0]:
+        raise BagError(f"{run.label}: the controller could not start from the recorded joint states: "
+                       f"{control.last_arm[1] if control.last_arm else 'no valid joint state'}")
+    indices = np.flatnonzero(answered)
+    replayed = replayed[indices]
     # The recorded command answering joint state k carries k's stamp exactly (same integer ns).
     recorded = np.full((indices.size, 6), np.nan)
     t = run.joint_t[indices]

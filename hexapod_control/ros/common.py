@@ -21,6 +21,7 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from trajectory_msgs.msg import MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
 
+from hexapod_control.control.loop import DiagnosticThrottle, Level
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
 from hexapod_control.model.parameters import (
     HexapodParameters,
@@ -37,7 +38,7 @@ from hexapod_control.ros.conventions import (
 # and joint_state_broadcaster use too, so the nodes match a real driver without QoS overrides.
 RELIABLE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
-LEVEL_OK, LEVEL_WARN, LEVEL_ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
+LEVEL_OK, LEVEL_WARN, LEVEL_ERROR = Level.OK, Level.WARN, Level.ERROR  # diagnostic_msgs' numbers
 HARDWARE_ID = "quanser_hexapod"
 
 
@@ -144,25 +145,24 @@ def _text(value) -> str:
 class DiagnosticsPublisher:
     """One DiagnosticStatus on /diagnostics: at once when level or message change, else periodically.
 
-    The period (``safety.diagnostics_period``) keeps a 1 kHz node from flooding /diagnostics; a
-    change (a fault, a recovery) is never delayed.
+    The period (``safety.diagnostics_period``, see control.loop.DiagnosticThrottle) keeps a 1 kHz
+    node from flooding /diagnostics; a change (a fault, a recovery) is never delayed.
     """
 
     def __init__(self, node, topic: str, status_name: str, period: float):
-        self._node = node
         self._publisher = node.create_publisher(DiagnosticArray, topic, RELIABLE_QOS)
         self._name = status_name
-        self._period = period
-        self._last_key = None
-        self._last_time = -float("inf")
+        self._throttle = DiagnosticThrottle(period)
         self.published = 0
 
-    def update(self, now: float, level: bytes, message: str, values: dict) -> None:
-        key = (level, message)
-        if key == self._last_key and now - self._last_time < self._period and now >= self._last_time:
-            return
-        self._last_key, self._last_time = key, now
-        status = DiagnosticStatus(level=level, name=self._name, message=message, hardware_id=HARDWARE_ID)
+    def update(self, now: float, level: Level, message: str, values: dict) -> None:
+        """Publish the status if it is due (throttled)."""
+        if self._throttle.due(now, level, message):
+            self.publish(now, level, message, values)
+
+    def publish(self, now: float, level: Level, message: str, values: dict) -> None:
+        """Publish the status now (already throttled by the caller)."""
+        status = DiagnosticStatus(level=bytes([level]), name=self._name, message=message, hardware_id=HARDWARE_ID)
         status.values = [KeyValue(key=k, value=_text(v)) for k, v in values.items()]
         array = DiagnosticArray(status=[status])
         set_time(array.header.stamp, now)

@@ -74,7 +74,6 @@ class SimulatorNode(Node):
         self.stepping = declare_choice(self, "stepping", "lockstep", STEPPING_MODES, "how the plant time advances")
         self.plant = make_plant(self.backend, parameters)
         self.plant.reset(np.full(6, parameters.home_actuator_position))
-        self.force_limit = parameters.limits.actuator_force_max
         self.forces = np.zeros(6)  # last valid command [N]
         self.commands_received = 0  # every command, valid or not (lockstep answers)
         self.commands_ignored = 0
@@ -143,7 +142,7 @@ class SimulatorNode(Node):
         message.name = list(self.names.joint_names)
         message.position = [float(v) for v in self.plant.joint_positions()]
         message.velocity = [float(v) for v in self.plant.joint_velocities()]
-        message.effort = [float(v) for v in self._applied_forces()]
+        message.effort = [float(v) for v in self.plant.applied_forces]
         self._answered = False
         self.state_publisher.publish(message)
 
@@ -152,12 +151,6 @@ class SimulatorNode(Node):
         self.publish_clock()
         self.publish_joint_state()
         self._report(LEVEL_OK, "running")
-
-    def _applied_forces(self) -> np.ndarray:
-        applied = getattr(self.plant, "applied_forces", None)  # what acts, where the plant tells
-        if applied is None:  # every Plant saturates at the force limit (plant.py)
-            applied = np.clip(self.forces, -self.force_limit, self.force_limit)
-        return np.asarray(applied, dtype=float)
 
     def _report(self, level, text: str) -> None:
         self.diagnostics.update(

@@ -153,6 +153,11 @@ class MujocoPlant(Plant):
         forces = np.array(as_vector(forces, 6, "forces", JOINT_NAMES))
         self.data.ctrl[self._actuator_ids] = np.clip(forces, -self._force_max, self._force_max)
 
+    @property
+    def applied_forces(self) -> np.ndarray:
+        """The saturated forces the actuators apply [N]."""
+        return self.data.ctrl[self._actuator_ids].copy()
+
     def step(self, steps: int = 1) -> None:
         if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
             raise InvalidInputError(f"steps: expected a non-negative integer, got {steps!r}")

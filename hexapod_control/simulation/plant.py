@@ -30,6 +30,11 @@ class Plant(abc.ABC):
     def apply_forces(self, forces) -> None:
         """Command the six actuator forces [N]; NaN or wrong shape raises InvalidInputError."""
 
+    @property
+    @abc.abstractmethod
+    def applied_forces(self) -> np.ndarray:
+        """The forces acting on the robot now (6,) [N]: the last command after saturation."""
+
     @abc.abstractmethod
     def step(self, steps: int = 1) -> None:
         """Advance by ``steps`` fixed steps; raises SimulationDivergedError rather than go NaN."""

@@ -1,0 +1,200 @@
+"""The controller node's logic without ROS: supervisor, controller, FK pose and diagnostics.
+
+:class:`ControlLoop` is what the controller node, the one-process stacks, the main job and replay
+run: it takes joint states and references as plain numbers (a node converts messages to them) and
+answers each new joint state with a :class:`StepRecord` (the forces to publish, the supervisor's
+decision, the measured pose and, when one is due, a diagnostics status). Nothing here imports ROS.
+
+The diagnostics are graded by one pure function, :func:`grade`, and throttled by
+:class:`DiagnosticThrottle`: a status goes out at once when its level or message changes, else once
+per ``safety.diagnostics_period``.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hexapod_control.control.controllers import ControlStatus, make_controller
+from hexapod_control.control.safety import Action, Decision, SafetySupervisor, SupervisorState
+from hexapod_control.control.trajectories import Reference
+from hexapod_control.errors import HexapodError
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.ros.conventions import ReferencePoint, reference_point_from_euler
+
+
+class Level(enum.IntEnum):
+    """diagnostic_msgs/DiagnosticStatus levels (the same numbers)."""
+
+    OK = 0
+    WARN = 1
+    ERROR = 2
+
+
+@dataclass(frozen=True)
+class DiagnosticStatus:
+    level: Level
+    message: str
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One answered joint state: what the node publishes and what the loop's users record."""
+
+    t: float  # the joint state's stamp [s]
+    q: np.ndarray  # measured (6,) [m]
+    qd: np.ndarray  # measured (6,) [m/s]
+    pose: np.ndarray | None  # FK of q, xi (6,); None where FK failed (the FK node publishes nothing)
+    decision: Decision  # forces (6,) [N] and why
+    diagnostic: DiagnosticStatus | None  # None when no status is due at this step
+    error: str = ""  # why the joint state was invalid ("" when it was valid)
+
+    @property
+    def forces(self) -> np.ndarray:
+        return self.decision.forces
+
+
+def grade(decision: Decision | None, supervisor: SafetySupervisor) -> tuple[Level, str]:
+    """Level and message of the supervisor's state and the last decision.
+
+    ERROR while a fault is latched; OK while disarmed (a deliberate state); WARN while armed but
+    not controlling (HOLD or ZERO) or while the controller reports anything but ``ok``; else OK.
+    """
+    control = decision.control if decision is not None else None
+    if supervisor.state == SupervisorState.FAULT:
+        return Level.ERROR, f"fault ({supervisor.fault_action.value}): {supervisor.reason}"
+    if supervisor.state == SupervisorState.DISARMED:
+        return Level.OK, f"disarmed: {supervisor.reason}"
+    if decision is not None and decision.action != Action.CONTROL:
+        return Level.WARN, f"{decision.action.value}: {decision.reason}"
+    if control is not None and control.status != ControlStatus.OK:
+        return Level.WARN, f"controller {control.status.value}"
+    return Level.OK, "tracking"
+
+
+class DiagnosticThrottle:
+    """A status is due when its (level, message) changed, or ``period`` after the last one.
+
+    Keeps a 1 kHz loop from flooding /diagnostics while never delaying a change (a fault, a
+    recovery). A clock that jumps back makes the next status due.
+    """
+
+    def __init__(self, period: float):
+        self.period = period
+        self._last_key: tuple[Level, str] | None = None
+        self._last_time = -math.inf
+
+    def due(self, now: float, level: Level, message: str) -> bool:
+        key = (level, message)
+        if key == self._last_key and 0.0 <= now - self._last_time < self.period:
+            return False
+        self._last_key, self._last_time = key, now
+        return True
+
+
+class ControlLoop:
+    """Supervisor and controller of one process, fed with plain numbers (see the module doc).
+
+    ``model`` is shared (immutable); the controller, the supervisor and the pose output each keep
+    their own forward-kinematics warm start. ``arm_on_start`` arms at the first valid joint state
+    (simulation); on the robot the operator arms with :meth:`arm`.
+    """
+
+    def __init__(self, model: HexapodModel, controller_name: str, gain_set: str = "robot",
+                 arm_on_start: bool = False):
+        parameters = model.parameters
+        self.model = model
+        self.controller_name = controller_name
+        self.joint_names = parameters.ros.joint_names
+        self.controller = make_controller(controller_name, model, gain_set=gain_set)
+        self.supervisor = SafetySupervisor(model, parameters.safety, self.joint_names)
+        self.arm_on_start = arm_on_start
+        self.throttle = DiagnosticThrottle(parameters.safety.diagnostics_period)
+        self.pose_state = model.create_state()
+        self.last_decision: Decision | None = None
+        self.last_reference_stamp: float | None = None
+        self.last_arm: tuple[bool, str] | None = None  # the answer to the last arm request
+
+    # -------------------------------------------------------------- inputs
+    def reference(self, now: float, stamp: float, point: ReferencePoint | None, error: str = "") -> bool:
+        """Take a reference in message form (or the reason a message was malformed); returns validity."""
+        valid = self.supervisor.reference_point(now, stamp, point, error)
+        if valid:
+            self.last_reference_stamp = stamp
+        return valid
+
+    def reference_sample(self, now: float, reference: Reference) -> bool:
+        """Take a trajectory sample, through the message form the reference topic carries."""
+        point = reference_point_from_euler(reference.pose, reference.velocity, reference.acceleration)
+        return self.reference(now, reference.t, point)
+
+    def joint_state(self, now: float, stamp: float, names, positions, velocities) -> StepRecord | None:
+        """Answer a joint state; None for a repeated or out-of-order stamp (answered already)."""
+        if not self.supervisor.is_new(stamp):
+            return None
+        feedback = self.supervisor.joint_state(now, stamp, names, positions, velocities)
+        if feedback is not None and self.arm_on_start:
+            self.arm_on_start = False  # once: a later fault must be re-armed by the operator
+            self.arm(now)
+        decision = self.supervisor.command(now, self.controller.update)
+        self.last_decision = decision
+        pose = None
+        if feedback is not None:
+            try:
+                pose = self.model.forward_kinematics(feedback.q, self.pose_state).pose
+            except HexapodError:
+                pass  # the FK node publishes nothing on a failure (an ERROR diagnostic only)
+        if feedback is None:
+            nan = np.full(6, np.nan)
+            return StepRecord(stamp, nan, nan, None, decision, self.diagnostic(now), self.supervisor.last_error)
+        return StepRecord(stamp, feedback.q, feedback.qd, pose, decision, self.diagnostic(now))
+
+    # -------------------------------------------------------------- operator
+    def arm(self, now: float) -> tuple[bool, str]:
+        self.last_arm = self.supervisor.arm(now, self.controller.reset)
+        return self.last_arm
+
+    def disarm(self) -> None:
+        self.supervisor.disarm()
+
+    def watchdog(self, now: float) -> Decision | None:
+        """ZERO while the feedback is stale (to publish now), else None."""
+        decision = self.supervisor.watchdog(now)
+        if decision is not None:
+            self.last_decision = decision
+        return decision
+
+    # -------------------------------------------------------------- diagnostics
+    def diagnostic(self, now: float, force: bool = False) -> DiagnosticStatus | None:
+        """The status of the last decision when due (or ``force``), else None."""
+        level, message = grade(self.last_decision, self.supervisor)
+        if not self.throttle.due(now, level, message) and not force:
+            return None
+        return DiagnosticStatus(level, message, self.status_values())
+
+    def status_values(self) -> dict[str, Any]:
+        supervisor, decision = self.supervisor, self.last_decision
+        control = decision.control if decision is not None else None
+        return {
+            "state": supervisor.state.value,
+            "action": decision.action.value if decision is not None else Action.ZERO.value,
+            "reason": supervisor.reason,
+            "controller": self.controller_name,
+            "controller_status": control.status.value if control is not None else "not run",
+            "controller_message": control.message if control is not None else "",
+            "saturated": [] if decision is None else [n for n, s in zip(self.joint_names, decision.saturated) if s],
+            "forces": decision.forces if decision is not None else [],
+            "position_error_norm": control.position_error_norm if control is not None else math.nan,
+            "orientation_error_norm": control.orientation_error_norm if control is not None else math.nan,
+            "jacobian_conditioning": control.jacobian_conditioning if control is not None else math.nan,
+            "invalid_joint_states": supervisor.invalid_joint_states,
+            "repeated_joint_states": supervisor.repeated_joint_states,
+            "invalid_references": supervisor.invalid_references,
+            "faults": supervisor.faults,
+            "last_error": supervisor.last_error,
+        }

@@ -1,0 +1,150 @@
+"""The package's structure: a ROS-free core, no import cycles, the public API at the root."""
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hexapod_control
+
+PACKAGE_DIR = Path(hexapod_control.__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+ROS_PACKAGE = "hexapod_control.ros"
+# Modules under ros/ that import nothing from ROS (message conventions in plain numbers).
+ROS_FREE_UNDER_ROS = {"hexapod_control.ros", "hexapod_control.ros.conventions"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE_DIR.rglob("*.py"))}
+
+
+def ros_free_modules() -> list[str]:
+    return sorted(
+        name for name in package_modules()
+        if (not name.startswith(ROS_PACKAGE + ".") or name in ROS_FREE_UNDER_ROS) and not name.endswith(".__main__")
+    )
+
+
+def test_every_non_ros_module_imports_with_rclpy_and_the_messages_blocked():
+    """A lab uses the model, control, simulation, bags and evaluation from a notebook without ROS."""
+    blocked = ["rclpy", "sensor_msgs", "geometry_msgs", "std_msgs", "trajectory_msgs", "diagnostic_msgs",
+               "std_srvs", "rosgraph_msgs", "rcl_interfaces", "builtin_interfaces", "launch", "launch_ros"]
+    modules = ros_free_modules()
+    script = f"""
+import importlib, importlib.abc, sys
+BLOCKED = {blocked!r}
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError("ROS module " + name + " imported by the ROS-free core")
+sys.meta_path.insert(0, Blocker())
+for module in {modules!r}:
+    importlib.import_module(module)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
+assert not loaded, loaded
+print(len({modules!r}))
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert int(result.stdout.split()[-1]) == len(modules) > 30
+
+
+def imports_of(name: str, path: Path, modules: set[str]) -> set[str]:
+    """The package modules that ``name`` imports at module level or inside functions."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            # `from package import module` names a module; `from module import name` the module itself.
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for neighbour in sorted(graph[node]):
+            if state.get(neighbour) == 1:
+                return stack[stack.index(neighbour):] + [neighbour]
+            if neighbour not in state:
+                cycle = visit(neighbour)
+                if cycle:
+                    return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = package_modules()
+    names = set(modules)
+    graph = {name: imports_of(name, path, names) for name, path in modules.items()}
+    # A package's __init__ re-exporting its children is not a dependency of the children on it.
+    for name in graph:
+        graph[name] = {target for target in graph[name] if not name.startswith(target + ".")}
+    return graph
+
+
+def test_the_package_has_no_import_cycles():
+    """Kinematics, assembly modes, dynamics, control, ... depend downwards only (function-level imports too)."""
+    cycle = find_cycle(import_graph())
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_a_planted_cycle():
+    graph = import_graph()
+    graph["hexapod_control.model.kinematics"] = graph["hexapod_control.model.kinematics"] | {"hexapod_control.model.hexapod"}
+    cycle = find_cycle(graph)
+    assert cycle is not None and "hexapod_control.model.kinematics" in cycle
+
+
+def test_the_model_does_not_depend_on_control_simulation_ros_or_bags():
+    graph = import_graph()
+    for name, targets in graph.items():
+        if name.startswith("hexapod_control.model"):
+            upward = {t for t in targets if not t.startswith(("hexapod_control.model", "hexapod_control.errors"))}
+            assert not upward, f"{name} imports {sorted(upward)}"
+
+
+@pytest.mark.parametrize("name", hexapod_control.__all__)
+def test_the_public_api_is_importable_from_the_package_root(name):
+    assert getattr(hexapod_control, name) is not None
+
+
+def test_the_public_api_covers_what_a_notebook_needs():
+    needed = {"HexapodModel", "KinematicState", "load_parameters", "HexapodParameters", "make_controller",
+              "make_trajectory", "make_plant", "SafetySupervisor", "ControlLoop", "LockstepLoop", "HexapodError"}
+    assert needed <= set(hexapod_control.__all__)
