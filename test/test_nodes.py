@@ -235,7 +235,7 @@ def test_trajectory_node_reference_start_stop_and_goals(make_node, executor):
         goal_publisher.publish(goal)
     spin_until(executor, lambda: node.description.startswith("move to"), DELIVERY_TIMEOUT_S, "the move to the goal")
     assert node.goals_rejected == 3
-    np.testing.assert_allclose(node.active.target_pose, reachable, atol=1e-12)
+    np.testing.assert_allclose(node.player.active.target_pose, reachable, atol=1e-12)
 
 
 def pose_stamped(pose) -> PoseStamped:

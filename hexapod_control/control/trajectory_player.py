@@ -1,0 +1,116 @@
+"""What the trajectory node decides, without ROS: which reference to follow, and when it changes.
+
+:class:`TrajectoryPlayer` holds the active reference source (a hold, a move to a goal pose, the
+selected trajectory after a move to its start) and samples it at a given time. Changes happen only
+through its methods (start, stop, move_to, the first measured pose), and each is validated when it
+happens: a move is checked along its path by inverse kinematics (``SmoothMove``), so sampling it
+at 1 kHz needs no further check. The trajectory node and the one-process robot stack are shells
+around it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hexapod_control.control.trajectories import HoldTrajectory, Reference, SmoothMove, make_trajectory
+from hexapod_control.errors import HexapodError, InvalidInputError
+from hexapod_control.model.hexapod import HexapodModel
+
+TRAJECTORY_CHOICES = ("operational_space", "joint_space", "hold")
+
+
+class MoveThenTrajectory:
+    """A SmoothMove to a trajectory's start, then the trajectory with its clock starting at 0."""
+
+    def __init__(self, move: SmoothMove, trajectory):
+        self.move, self.trajectory = move, trajectory
+
+    def sample(self, t: float) -> Reference:
+        if t < self.move.duration:
+            return self.move.sample(t)
+        return self.trajectory.sample(t - self.move.duration)
+
+
+class TrajectoryPlayer:
+    """The active reference source of one robot; times are seconds on the caller's clock.
+
+    Until something is started the player holds the first measured pose (and has no reference
+    before one is known: the controller then holds by itself). A source that fails to sample is
+    replaced by a hold at the last good reference.
+    """
+
+    def __init__(self, model: HexapodModel, trajectory_name: str):
+        if trajectory_name not in TRAJECTORY_CHOICES:
+            raise InvalidInputError(f"unknown trajectory {trajectory_name!r}; expected one of {TRAJECTORY_CHOICES}")
+        self.model = model
+        self.trajectory_name = trajectory_name
+        self.move_settings = model.parameters.trajectories.move
+        self.active = None  # object with sample(t) -> Reference, or None before any pose is known
+        self.origin = 0.0  # caller-clock time at which the active source's t = 0
+        self.description = "waiting for the platform pose"
+        self.last_reference: Reference | None = None
+        self.measured_pose: np.ndarray | None = None
+        self.changes = 0  # how many times the active source changed
+
+    # -------------------------------------------------------------- changes
+    def activate(self, source, now: float, description: str) -> str:
+        self.active, self.origin, self.description = source, now, description
+        self.changes += 1
+        return description
+
+    def measured(self, pose, now: float) -> None:
+        """The measured platform pose; the first one becomes a hold when nothing is active."""
+        self.measured_pose = np.asarray(pose, dtype=float)
+        if self.active is None:
+            self.activate(HoldTrajectory(self.measured_pose), now, "hold at the measured pose")
+
+    def current_pose(self) -> np.ndarray | None:
+        """Where a new motion starts: the current reference, else the measured pose."""
+        if self.last_reference is not None:
+            return self.last_reference.pose
+        return self.measured_pose
+
+    def _move_to(self, target) -> SmoothMove:
+        start = self.current_pose()
+        if start is None:
+            raise InvalidInputError("no current pose yet (no reference published, no platform pose received)")
+        return SmoothMove(self.model, start, target, start_time=0.0, settings=self.move_settings)
+
+    def move_to(self, target, now: float) -> str:
+        """A smooth move from the current pose to ``target``; raises (UnreachablePoseError, ...) if invalid."""
+        move = self._move_to(np.asarray(target, dtype=float))
+        return self.activate(move, now, f"move to {np.round(target, 4).tolist()} in {move.duration:.3f} s")
+
+    def start(self, now: float, autostart: bool = False) -> str:
+        """The selected trajectory: at once with ``autostart`` (the robot is at its start), else after a move."""
+        if self.trajectory_name == "hold":
+            raise InvalidInputError("the selected trajectory is 'hold': nothing to start")
+        trajectory = make_trajectory(self.trajectory_name, self.model)
+        if autostart:
+            return self.activate(trajectory, now, f"{self.trajectory_name} (autostart)")
+        move = self._move_to(trajectory.sample(0.0).pose)
+        return self.activate(MoveThenTrajectory(move, trajectory), now,
+                             f"{self.trajectory_name} after a {move.duration:.3f} s move to its start")
+
+    def stop(self, now: float) -> str:
+        pose = self.current_pose()
+        if pose is None:
+            raise InvalidInputError("nothing to stop: no current pose yet")
+        return self.activate(HoldTrajectory(pose), now, "hold at the current reference (stopped)")
+
+    # -------------------------------------------------------------- sampling
+    def sample(self, now: float) -> tuple[Reference | None, str]:
+        """The reference at ``now`` (stamped ``now``) and, when the source failed, why ('' else)."""
+        if self.active is None:
+            return None, ""
+        try:
+            sample = self.active.sample(now - self.origin)
+        except (HexapodError, ValueError) as error:
+            pose = self.current_pose()
+            self.active = HoldTrajectory(pose) if pose is not None else None
+            failure = f"{self.description} failed to sample: {error}; holding"
+            self.description = "hold after a trajectory failure"
+            self.changes += 1
+            return None, failure
+        self.last_reference = Reference(now, sample.pose, sample.velocity, sample.acceleration)
+        return self.last_reference, ""
