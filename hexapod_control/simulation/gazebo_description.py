@@ -69,7 +69,7 @@ from pathlib import Path
 import numpy as np
 
 from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.model.kinematics import SIDE_ANGLES_DEG, ClosedChainKinematics
+from hexapod_control.model.kinematics import SIDE_ANGLES_DEG, ClosedChainKinematics, ForwardKinematicsResult
 from hexapod_control.model.parameters import HexapodParameters, RigidBody, RosNames, load_parameters
 from hexapod_control.model.rotations import wrap_angle
 from hexapod_control.ros.conventions import TOPICS
@@ -155,11 +155,16 @@ def thesis_angles(parameters: HexapodParameters, q: Sequence[float] | None = Non
     """phi, psi = -+alpha and the S-joint angles for q (default: home), from the model's FK."""
     model = HexapodModel(parameters)  # a fresh model: FK tracks the physical mode from home
     q = model.home_q if q is None else np.asarray(q, dtype=float)
-    fk = model.forward_kinematics(q)
+    return assembled_angles(model.kinematics.chains, q, model.forward_kinematics(q))
+
+
+def assembled_angles(chains: ClosedChainKinematics, q: Sequence[float], fk: ForwardKinematicsResult) -> ThesisAngles:
+    """The passive variables for q given its forward kinematics ``fk`` (whose mode they follow)."""
+    q = np.asarray(q, dtype=float)
     psi, theta = np.zeros(6), np.zeros((3, 3))
     for side in range(3):
         qbar = q[2 * side] + q[2 * side + 1]
-        height = ClosedChainKinematics(parameters).height(qbar)  # r_CP
+        height = chains.height(qbar)  # r_CP
         alpha = math.atan2(0.5 * qbar, height)  # sin = qbar / 2L, cos = r_CP / L (erratum 5)
         psi[2 * side], psi[2 * side + 1] = -alpha, alpha
         chain = N_MATRIX.T @ rot_x(fk.phi[side]).T @ side_rotation(side).T @ fk.rotation
@@ -306,9 +311,16 @@ def joint_positions(parameters: HexapodParameters, q: Sequence[float] | None = N
 
     Sliders: q. Passive joints: thesis angle minus its home value (zero at home), wrapped.
     """
-    names = parameters.ros
     home = thesis_angles(parameters)
-    now = home if q is None else thesis_angles(parameters, q)
+    return joint_values(parameters.ros, home, home if q is None else thesis_angles(parameters, q))
+
+
+def joint_values(names: RosNames, home: ThesisAngles, now: ThesisAngles) -> dict[str, float]:
+    """URDF joint values (movable joints) that assemble the robot in the configuration ``now``.
+
+    ``home``: the configuration the joint origins carry (``Description.home``), where the passive
+    joints are zero.
+    """
     values: dict[str, float] = {}
     for side in range(3):
         for j in range(2):
@@ -341,11 +353,12 @@ def _inertial(parent: ET.Element, link: Link, parameters: HexapodParameters) -> 
     ET.SubElement(inertial, "inertia", ixx=_num(ixx), ixy="0", ixz="0", iyy=_num(iyy), iyz="0", izz=_num(izz))
 
 
-def build_urdf(parameters: HexapodParameters, controllers_file: str | Path,
+def build_urdf(parameters: HexapodParameters, controllers_file: str | Path | None,
                description: Description | None = None) -> str:
     """URDF text: links, joints, <ros2_control>, the gz_ros2_control plugin and the loop welds.
 
-    ``controllers_file``: path written into the gz_ros2_control plugin's <parameters>.
+    ``controllers_file``: path written into the gz_ros2_control plugin's <parameters>; None gives
+    the plain description (links and joints only), for robot_state_publisher outside Gazebo.
     """
     d = description or build_description(parameters)
     limits = parameters.limits
@@ -366,7 +379,16 @@ def build_urdf(parameters: HexapodParameters, controllers_file: str | Path,
             ET.SubElement(element, "limit", lower=_num(limits.actuator_position_min),
                           upper=_num(limits.actuator_position_max),
                           effort=_num(limits.actuator_force_max), velocity=_num(limits.actuator_speed_max))
+    if controllers_file is not None:
+        _add_gazebo_elements(robot, parameters, d, controllers_file)
+    ET.indent(robot)
+    return '<?xml version="1.0"?>\n' + ET.tostring(robot, encoding="unicode") + "\n"
 
+
+def _add_gazebo_elements(robot: ET.Element, parameters: HexapodParameters, d: Description,
+                         controllers_file: str | Path) -> None:
+    """<ros2_control> (GazeboSimSystem), the gz_ros2_control plugin and the DetachableJoint welds."""
+    limits = parameters.limits
     control = ET.SubElement(robot, "ros2_control", name="GazeboSimSystem", type="system")
     ET.SubElement(ET.SubElement(control, "hardware"), "plugin").text = GZ_HARDWARE_PLUGIN
     for k, name in enumerate(d.names.joint_names):
@@ -393,8 +415,6 @@ def build_urdf(parameters: HexapodParameters, controllers_file: str | Path,
         # Several DetachableJoints in one model need their own topics, or one message detaches all.
         for topic in ("detach_topic", "attach_topic", "output_topic"):
             ET.SubElement(plugin, topic).text = f"/model/{MODEL_NAME}/{weld.name}/{topic.split('_')[0]}"
-    ET.indent(robot)
-    return '<?xml version="1.0"?>\n' + ET.tostring(robot, encoding="unicode") + "\n"
 
 
 def controller_rate(parameters: HexapodParameters) -> int:
@@ -467,6 +487,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--controllers-path", help="path written into the URDF's gz_ros2_control "
                         "<parameters> (default: --controllers, else config/gz_ros2_controllers.yaml)")
     parser.add_argument("--world", help="also write the Gazebo world SDF here")
+    parser.add_argument("--plain", action="store_true",
+                        help="links and joints only (no ros2_control or Gazebo elements), e.g. for RViz")
     args = parser.parse_args(argv)
     parameters = load_parameters(args.params)
     if args.controllers:
@@ -476,7 +498,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     default_controllers = Path(__file__).resolve().parents[2] / "config" / "gz_ros2_controllers.yaml"
     controllers_path = args.controllers_path or (
         str(Path(args.controllers).resolve()) if args.controllers else str(default_controllers))
-    urdf = build_urdf(parameters, controllers_path)
+    urdf = build_urdf(parameters, None if args.plain else controllers_path)
     if args.output == "-":
         sys.stdout.write(urdf)
     else:
