@@ -27,9 +27,11 @@ def share_files(folder):
 CONSOLE_SCRIPTS = [
     "hexapod_main_job = hexapod_control.main_job:main",
     "hexapod_fk_node = hexapod_control.ros.fk_node:main",
+    "hexapod_description_joint_states = hexapod_control.ros.description_joint_state_node:main",
     "hexapod_trajectory_node = hexapod_control.ros.trajectory_node:main",
     "hexapod_controller_node = hexapod_control.ros.controller_node:main",
     "hexapod_simulator_node = hexapod_control.ros.simulator_node:main",
+    "hexapod_fake_driver = hexapod_control.ros.fake_driver:main",
     "hexapod_sim_stack = hexapod_control.ros.stack:main",
     "hexapod_gazebo_description = hexapod_control.simulation.gazebo_description:main",
     "hexapod_record = hexapod_control.ros.recorder_node:main",

@@ -103,8 +103,8 @@ MatchingMethod = Literal["interpolate", "latest"]
 # The package's topics by role, as recording.topics names them; ros/conventions.py gives each its
 # default name (TOPICS) and message type (MESSAGE_TYPES). The model imports nothing above it.
 TopicKey = Literal[
-    "joint_states", "reference", "platform_pose", "platform_twist", "passive_joint_states", "effort_commands",
-    "diagnostics", "clock",
+    "joint_states", "reference", "platform_pose", "platform_twist", "passive_joint_states",
+    "description_joint_states", "effort_commands", "diagnostics", "clock",
 ]
 
 GAIN_SETS = get_args(GainSet)
