@@ -2,7 +2,7 @@
 controller nodes.
 
     ros2 launch hexapod_control gazebo.launch.py [controller:=double_loop|computed_torque]
-        [params_file:=/path/hexapod.yaml] [use_sim_time:=true] [gui:=true]
+        [params_file:=/path/hexapod.yaml] [use_sim_time:=true] [gui:=true] [rviz:=false]
 
 The robot description, the controllers file and the world are generated from ``params_file`` by
 :mod:`hexapod_control.simulation.gazebo_description` into a temporary folder, so a different parameter set
@@ -86,6 +86,15 @@ def _setup(context, *args, **kwargs):
         executable="robot_state_publisher",
         output="screen",
         parameters=[{"robot_description": ParameterValue(urdf, value_type=str)}, sim_time],
+        # /joint_states holds the sliders only: the full joint state gives the TF of every body.
+        remappings=[("joint_states", TOPICS["description_joint_states"])],
+    )
+    # The full joint state and RViz; this file's robot_state_publisher spawns the Gazebo description.
+    visualization = IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                   "visualization.launch.py")),
+        launch_arguments={"params_file": str(Path(params_file).resolve()), "use_sim_time": str(use_sim_time).lower(),
+                          "rviz": str(_flag(context, "rviz")).lower(), "robot_state_publisher": "false"}.items(),
     )
     spawn = Node(
         package="ros_gz_sim",
@@ -133,6 +142,7 @@ def _setup(context, *args, **kwargs):
                     f"{gd.joint_positions(parameters)})"),
         gazebo,
         state_publisher,
+        visualization,
         clock_bridge,
         spawn,
         RegisterEventHandler(OnProcessExit(target_action=spawn, on_exit=[broadcaster])),
@@ -152,6 +162,7 @@ def generate_launch_description() -> LaunchDescription:
             DeclareLaunchArgument("use_sim_time", default_value="true",
                                   description="nodes run on the /clock of Gazebo"),
             DeclareLaunchArgument("gui", default_value="true", description="start the Gazebo GUI"),
+            DeclareLaunchArgument("rviz", default_value="false", description="start RViz with config/hexapod.rviz"),
             OpaqueFunction(function=_setup),
         ]
     )

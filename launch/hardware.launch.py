@@ -9,17 +9,25 @@ names of the parameters file (joint_state_broadcaster) and a JointGroupEffortCon
 /effort_controller/commands; the two topic arguments remap them if the driver names them otherwise.
 Nothing moves on its own: the controller starts disarmed (zero forces), and the trajectory node
 holds the measured pose until ~/start or a goal on ~/goal_pose.
+visualization.launch.py publishes the TF of all 25 bodies (``rviz:=true`` also starts RViz); a
+driver that starts its own robot_state_publisher should not, or should have it read
+/hexapod/description_joint_states, where every joint of the description is.
 """
 
+import os
+
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
 from launch.conditions import IfCondition
+from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 PACKAGE = "hexapod_control"
+# robot_state_publisher with the full joint state, and RViz: next to this file, installed or not.
+VISUALIZATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "visualization.launch.py")
 
 
 def generate_launch_description():
@@ -45,6 +53,8 @@ def generate_launch_description():
                               description="command topic of the driver's JointGroupEffortController"),
         DeclareLaunchArgument("with_trajectory", default_value="true", choices=["true", "false"],
                               description="start the trajectory node (false: publish /hexapod/reference yourself)"),
+        DeclareLaunchArgument("rviz", default_value="false", choices=["true", "false"],
+                              description="start RViz (TF of the 25 bodies is published either way)"),
     ]
     nodes = [
         Node(
@@ -64,4 +74,11 @@ def generate_launch_description():
             remappings=[joint_states, commands],
         ),
     ]
-    return LaunchDescription(arguments + nodes)
+    visualization = IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(VISUALIZATION),
+        launch_arguments={"params_file": LaunchConfiguration("params_file"),
+                          "use_sim_time": LaunchConfiguration("use_sim_time"),
+                          "joint_states_topic": LaunchConfiguration("joint_states_topic"),
+                          "rviz": LaunchConfiguration("rviz")}.items(),
+    )
+    return LaunchDescription(arguments + nodes + [visualization])

@@ -10,17 +10,23 @@ see a slow simulation as stale joint states. The controller arms itself at the f
 the trajectory starts at once from home, where the plant starts. Across processes the order in which
 the controller receives the reference and the joint state of one instant is up to DDS; for
 bit-for-bit repeatable runs use the one-process stack (``hexapod_sim_stack``).
+visualization.launch.py publishes the TF of all 25 bodies; ``rviz:=true`` also starts RViz.
 """
 
+import os
+
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
 from launch.conditions import IfCondition
+from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 PACKAGE = "hexapod_control"
+# robot_state_publisher with the full joint state, and RViz: next to this file, installed or not.
+VISUALIZATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "visualization.launch.py")
 
 
 def generate_launch_description():
@@ -45,6 +51,8 @@ def generate_launch_description():
                               description="YAML parameters of the robot (geometry, gains, limits, safety)"),
         DeclareLaunchArgument("with_trajectory", default_value="true", choices=["true", "false"],
                               description="start the trajectory node (false: publish /hexapod/reference yourself)"),
+        DeclareLaunchArgument("rviz", default_value="false", choices=["true", "false"],
+                              description="start RViz (TF of the 25 bodies is published either way)"),
     ]
     nodes = [
         Node(
@@ -71,4 +79,10 @@ def generate_launch_description():
                                  "arm_on_start": True, "use_sim_time": use_sim_time}],
         ),
     ]
-    return LaunchDescription(arguments + nodes)
+    visualization = IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(VISUALIZATION),
+        launch_arguments={"params_file": LaunchConfiguration("params_file"),
+                          "use_sim_time": LaunchConfiguration("use_sim_time"),
+                          "rviz": LaunchConfiguration("rviz")}.items(),
+    )
+    return LaunchDescription(arguments + nodes + [visualization])
