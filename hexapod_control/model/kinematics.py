@@ -48,6 +48,8 @@ SIDE_ANGLES_DEG = (-90.0, 30.0, 150.0)
 SIDE_PAIRS = ((0, 1), (1, 2), (2, 0))
 
 Vec = tuple[float, float, float]
+# dgamma/dphi counts as singular to working precision where |det| <= this * prod(row 1-norms).
+CYCLIC_SINGULARITY_RATIO = 1e-14
 
 
 def _sub(a: Vec, b: Vec) -> Vec:
@@ -163,7 +165,7 @@ class ClosedChainKinematics:
         (a0, b0), (a1, b1), (a2, b2) = rows
         det = a0 * a1 * a2 + b0 * b1 * b2
         scale = (abs(a0) + abs(b0)) * (abs(a1) + abs(b1)) * (abs(a2) + abs(b2))
-        if scale == 0.0 or abs(det) <= 1e-14 * scale:
+        if scale == 0.0 or abs(det) <= CYCLIC_SINGULARITY_RATIO * scale:
             return None
         r0, r1, r2 = rhs
         # Cramer's rule on the sparse pattern.
