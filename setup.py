@@ -1,12 +1,52 @@
-"""ament_python build of hexapod_control (also a plain setuptools package)."""
+"""ament_python build of hexapod_control (also a plain setuptools package).
+
+Building the package (``pip install``, ``colcon build``, ``python setup.py build_ext --inplace``)
+compiles the generated C (dynamics terms and control cycles) into one shared library inside the
+package, which hexapod_control/model/compiled.py loads with ctypes; compiling at first use stays
+only as the developer fallback.
+"""
 
 import os
+import runpy
 from glob import glob
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
 
 PACKAGE_NAME = "hexapod_control"
 HERE = os.path.dirname(os.path.abspath(__file__))
+GENERATED = os.path.join(PACKAGE_NAME, "model", "generated")
+# Sources, flags and digest rule shared with compiled.py; read by path, as the package cannot be
+# imported while it is being built.
+NATIVE = runpy.run_path(os.path.join(HERE, PACKAGE_NAME, "model", "native_build.py"))
+
+
+def native_library() -> Extension:
+    """The generated C as one shared library, tagged with the digest of the sources it is built from."""
+    sources = [os.path.join(GENERATED, name) for name in NATIVE["SOURCES"]]
+    texts = []
+    for path in sources:
+        with open(os.path.join(HERE, path), "rb") as source:
+            texts.append(source.read())
+    digest = NATIVE["digest_definition"](NATIVE["source_digest"](texts))
+    name = ".".join([PACKAGE_NAME, "model", "generated", os.path.splitext(NATIVE["LIBRARY_NAME"])[0]])
+    return Extension(
+        name,
+        sources=sources,
+        define_macros=[(NATIVE["DIGEST_MACRO"], digest)],
+        extra_compile_args=list(NATIVE["COMPILE_FLAGS"]),
+        libraries=list(NATIVE["LIBRARIES"]),
+    )
+
+
+class BuildNativeLibrary(build_ext):
+    """build_ext for a plain C library loaded with ctypes: no Python module init, a fixed file name."""
+
+    def get_ext_filename(self, fullname):
+        return os.path.join(*fullname.split(".")[:-1], NATIVE["LIBRARY_NAME"])
+
+    def get_export_symbols(self, ext):
+        return []
 
 
 def share_files(folder):
@@ -43,7 +83,9 @@ setup(
     name=PACKAGE_NAME,
     version="0.1.0",
     packages=find_packages(exclude=["test", "test.*"]),
-    package_data={PACKAGE_NAME: ["model/generated/*.c"]},  # the C twin of the generated dynamics
+    package_data={PACKAGE_NAME: ["model/generated/*.c"]},  # the generated C (the fallback compiles it)
+    ext_modules=[native_library()],
+    cmdclass={"build_ext": BuildNativeLibrary},
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE_NAME]),
         ("share/" + PACKAGE_NAME, ["package.xml"]),
@@ -51,7 +93,7 @@ setup(
         *share_files("config"),
     ],
     install_requires=["setuptools"],
-    zip_safe=True,
+    zip_safe=False,  # a shared library is loaded from a file
     maintainer="hexapod_control maintainers",
     maintainer_email="hexapod_control@example.com",
     description="Control of the Quanser Hexapod parallel robot (ROS 2, rclpy).",

@@ -1,7 +1,8 @@
-"""The compiled (C) backend of the generated dynamics: equal to the Python twin, fallback, cache.
+"""The compiled (C) backend of the generated dynamics: equal to the Python twin, built at install, fallback, cache.
 
-The C backend is compiled once per machine into the user's cache (10-30 s the first time); the
-tests of the cache and of the fallback use a stand-in compiler and a temporary cache directory.
+The library is built by setup.py when the package is built, else compiled once per machine into
+the user's cache (5-30 s the first time); the tests of the cache and of the fallback use a
+stand-in compiler and a temporary cache directory, the build test a temporary build directory.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import pytest
 import ros_environment
 
 from hexapod_control import HexapodModel, SingularityError, load_parameters
-from hexapod_control.model import compiled, dynamics
+from hexapod_control.control.compiled_cycle import CycleLibrary
+from hexapod_control.model import compiled, dynamics, native_build
 from hexapod_control.model.dynamics import ReducedDynamics, pack_parameters
 from hexapod_control.model.generated import dynamics_terms as python_terms
 from hexapod_control.model.parameters import default_parameters_path
@@ -233,10 +235,10 @@ def test_reduced_dynamics_on_either_backend(c_terms, parameters, monkeypatch):
 # ----------------------------------------------------------------------------- cache
 FAKE_COMPILER = textwrap.dedent(
     """
-    # Stand-in for cc: copies a prebuilt library to the -o path and counts its runs.
-    import shutil, sys
-    sys.stdin.buffer.read()
+    # Stand-in for cc: copies a prebuilt library to the -o path (after a pause) and counts its runs.
+    import shutil, sys, time
     arguments = sys.argv[1:]
+    time.sleep({pause!r})
     with open({counter!r}, "a") as counter:
         counter.write("compiled\\n")
     shutil.copyfile({library!r}, arguments[arguments.index("-o") + 1])
@@ -244,13 +246,22 @@ FAKE_COMPILER = textwrap.dedent(
 )
 
 
+def make_fake_compiler(c_terms, directory, pause=0.0):
+    """(compiler command, function returning how often it ran)."""
+    counter = directory / "runs.txt"
+    script = directory / "fake_cc.py"
+    script.write_text(FAKE_COMPILER.format(counter=str(counter), library=str(c_terms.LIBRARY_PATH), pause=pause))
+    return [sys.executable, str(script)], lambda: len(counter.read_text().split()) if counter.exists() else 0
+
+
 @pytest.fixture
 def fake_compiler(c_terms, tmp_path):
-    """(compiler command, function returning how often it ran)."""
-    counter = tmp_path / "runs.txt"
-    script = tmp_path / "fake_cc.py"
-    script.write_text(FAKE_COMPILER.format(counter=str(counter), library=str(c_terms.LIBRARY_PATH)))
-    return [sys.executable, str(script)], lambda: len(counter.read_text().split()) if counter.exists() else 0
+    return make_fake_compiler(c_terms, tmp_path)
+
+
+def library_files(cache: Path) -> list[str]:
+    """The cache's files other than the lock files (kept: removing a lock file would race)."""
+    return sorted(p.name for p in cache.iterdir() if not p.name.endswith(".lock"))
 
 
 def test_a_cached_library_is_reused(fake_compiler, tmp_path):
@@ -262,7 +273,7 @@ def test_a_cached_library_is_reused(fake_compiler, tmp_path):
     second = compiled.load(compiler=compiler, cache_dir=cache)
     assert not second.COMPILED and runs() == 1
     assert second.LIBRARY_PATH == first.LIBRARY_PATH and first.LIBRARY_PATH.stat().st_mtime_ns == modified
-    assert [p.name for p in cache.iterdir()] == [first.LIBRARY_PATH.name]  # no temporary files left
+    assert library_files(cache) == [first.LIBRARY_PATH.name]  # no temporary files left
     # Another compiler command (or other flags, or another source) is another library.
     other = compiled.load(compiler=[*compiler, "-DOTHER"], cache_dir=cache)
     assert other.COMPILED and other.LIBRARY_PATH != first.LIBRARY_PATH and runs() == 2
@@ -283,7 +294,7 @@ def test_a_damaged_cache_entry_is_rebuilt(fake_compiler, tmp_path):
     cache.mkdir()
     # Damaged before this process loads it: dlopen would reuse an already loaded path, and
     # overwriting a loaded library in place crashes its users (compiled.py only ever renames).
-    path = compiled.library_path(compiled.c_source(), compiler, cache)
+    path = compiled.library_path(compiled.c_sources(), compiler, cache)
     path.write_bytes(b"not a shared library")
     rebuilt = compiled.load(compiler=compiler, cache_dir=cache)
     assert rebuilt.COMPILED and runs() == 1 and rebuilt.LIBRARY_PATH == path
@@ -307,7 +318,32 @@ def test_concurrent_first_loads_share_one_cache(fake_compiler, tmp_path):
     for thread in threads:
         thread.join()
     assert not errors and len(set(results)) == 1
-    assert [p.name for p in cache.iterdir()] == [results[0].name]
+    assert library_files(cache) == [results[0].name]
+
+
+CONCURRENT_LOAD = """
+    import sys
+    from hexapod_control.model import compiled
+    module = compiled.load(compiler=sys.argv[1:], cache_dir={cache!r})
+    print(module.LIBRARY_PATH, module.COMPILED)
+"""
+
+
+def test_concurrent_processes_compile_once(c_terms, tmp_path):
+    """A cold launch: several processes need the library at once; the lock lets one compile."""
+    compiler, runs = make_fake_compiler(c_terms, tmp_path, pause=1.0)
+    cache = tmp_path / "cache"
+    script = textwrap.dedent(CONCURRENT_LOAD.format(cache=str(cache)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")])))
+    processes = [
+        subprocess.Popen([sys.executable, "-c", script, *compiler], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    answers = [process.communicate(timeout=120) for process in processes]
+    assert all(process.returncode == 0 for process in processes), [error for _, error in answers]
+    paths, compiled_flags = zip(*(output.split() for output, _ in answers))
+    assert runs() == 1 and sorted(compiled_flags) == ["False", "False", "True"] and len(set(paths)) == 1
+    assert library_files(cache) == [Path(paths[0]).name]
 
 
 # ----------------------------------------------------------------------------- fallback
@@ -316,7 +352,77 @@ def test_missing_or_failing_compiler_raises_compilation_error(tmp_path):
         compiled.load(compiler="/nonexistent/cc", cache_dir=tmp_path)
     with pytest.raises(compiled.CompilationError, match="failed"):
         compiled.load(compiler=[sys.executable, "-c", "import sys; sys.exit(3)"], cache_dir=tmp_path)
-    assert list(tmp_path.iterdir()) == []
+    assert library_files(tmp_path) == []  # no library and no temporary file
+
+
+def test_an_unusable_cache_leaves_no_directory_behind(c_terms, tmp_path, monkeypatch):
+    """No cache directory and no private one in TMPDIR: compile for this process, remove the files."""
+    compiler, runs = make_fake_compiler(c_terms, tmp_path / "..")
+    blocked = tmp_path / "not_a_directory"
+    blocked.write_text("")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    (temporary / f"hexapod_control-{os.getuid()}").write_text("")  # where the private cache would go
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.setattr(compiled.tempfile, "tempdir", str(temporary))
+    assert compiled.cache_directory() is None
+    for _ in range(2):
+        module = compiled.load(compiler=compiler)
+        assert module.COMPILED and not module.LIBRARY_PATH.exists()
+        state = random_states(load_parameters(default_parameters_path("hexapod.yaml")), count=1)[0]
+        packed = pack_parameters(load_parameters(default_parameters_path("hexapod.yaml")))
+        assert module.reduced_gravity_term(state["q"], state["phi"], packed) == pytest.approx(
+            python_terms.reduced_gravity_term(state["q"], state["phi"], packed), rel=RELATIVE_TOLERANCE
+        )
+    assert runs() == 2  # every process (here: call) compiles, as there is nowhere to keep the library
+    assert sorted(p.name for p in temporary.iterdir()) == [f"hexapod_control-{os.getuid()}"]  # nothing left
+
+
+# ----------------------------------------------------------------------------- built at install
+def test_setup_builds_the_library_and_load_prefers_it(tmp_path, monkeypatch):
+    """setup.py's build_ext (what pip install and colcon build run) makes the library load() uses first."""
+    compiler = compiled.default_compiler()
+    if not compiler or shutil.which(compiler[0]) is None:
+        pytest.skip("no C compiler")
+    build = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(tmp_path / "lib"), "--build-temp", str(tmp_path / "temp")],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert build.returncode == 0, build.stderr[-3000:]
+    built = tmp_path / "lib" / "hexapod_control" / "model" / "generated" / native_build.LIBRARY_NAME
+    assert built.is_file()
+    monkeypatch.setattr(compiled, "installed_library_path", lambda: built)
+    installed = compiled.load()
+    assert installed.INSTALLED and not installed.COMPILED and installed.LIBRARY_PATH == built
+    parameters = load_parameters(default_parameters_path("hexapod.yaml"))
+    packed = pack_parameters(parameters)
+    for state in random_states(parameters, count=5):
+        arguments = arguments_of("analytic_jacobian_and_convective", state)
+        np.testing.assert_array_equal(
+            installed.analytic_jacobian_and_convective(*arguments, packed),
+            python_terms.analytic_jacobian_and_convective(*arguments, packed),
+        )
+    assert sorted(CycleLibrary(installed.LIBRARY, built).functions) == ["computed_torque", "double_loop"]
+
+
+def test_a_stale_installed_library_is_not_used(c_terms, tmp_path, monkeypatch, caplog):
+    """A library built from other sources (e.g. an in-place build before regenerating): the fallback."""
+    compiler = compiled.default_compiler()
+    if not compiler or shutil.which(compiler[0]) is None:
+        pytest.skip("no C compiler")
+    source = tmp_path / "stale.c"
+    source.write_text('const char hexapod_source_sha256[] = "0000";\n')
+    stale = tmp_path / native_build.LIBRARY_NAME
+    subprocess.run([*compiler, "-shared", "-fPIC", str(source), "-o", str(stale)], check=True, timeout=120)
+    monkeypatch.setattr(compiled, "installed_library_path", lambda: stale)
+    with caplog.at_level("WARNING", logger=compiled.__name__):
+        module = compiled.load()
+    assert not module.INSTALLED and module.LIBRARY_PATH == c_terms.LIBRARY_PATH
+    assert "built from other C sources" in caplog.text
 
 
 def run_python(code, tmp_path, **environment):
@@ -330,6 +436,7 @@ def run_python(code, tmp_path, **environment):
 FALLBACK_SCRIPT = """
     from hexapod_control import HexapodModel, load_parameters
     from hexapod_control.model import compiled, dynamics
+    compiled.installed_library_path = lambda: None  # as in a source tree that was never built
     from hexapod_control.model.dynamics import ReducedDynamics
     from hexapod_control.model.parameters import default_parameters_path
     parameters = load_parameters(default_parameters_path("hexapod_validation.yaml"))

@@ -1,29 +1,42 @@
-"""Optional compiled (C) backend of the generated dynamics terms.
+"""Optional compiled (C) backend of the generated dynamics terms, and the library of the control cycle.
 
 ``python -m hexapod_control.codegen`` writes two twins from the same CSE'd expressions:
 :mod:`hexapod_control.model.generated.dynamics_terms` (plain Python, the reference and the fallback)
-and ``generated/dynamics_terms.c``. At first use, :func:`load` compiles the C file with the
-system compiler into a per-user cache and wraps each function with ctypes so that it takes and
-returns exactly what its Python twin does (same names, arguments, return structure, and
-ZeroDivisionError / ValueError where the Python code raises them).
+and ``generated/dynamics_terms.c``, and the C control cycle ``generated/control_cycle.c``. Both C
+files make one shared library (:mod:`hexapod_control.model.native_build`). :func:`load` wraps each
+dynamics function with ctypes so that it takes and returns exactly what its Python twin does (same
+names, arguments, return structure, and ZeroDivisionError / ValueError where the Python code raises
+them); hexapod_control/control/compiled_cycle.py binds the cycle functions of the same library.
+
+Where the library comes from, in order:
+
+1. Installed: setup.py builds it when the package is built (``pip install``, ``colcon build``;
+   ``python setup.py build_ext --inplace`` in a source tree) into the package, beside the sources.
+   It is used when it was built from the sources that are installed (a digest compiled into it).
+2. Developer fallback (e.g. the source tree with PYTHONPATH, no build, or a stale in-place build):
+   compiled at first use into a per-user cache, once per machine and source version (10-30 s). A
+   lock file beside the library makes concurrent processes wait for one compilation instead of each
+   running the compiler.
 
 Environment:
 
 ``HEXAPOD_DYNAMICS_BACKEND``
-    ``auto`` (default): the C backend if it compiles and loads, else the Python module, with one
-    logged warning. ``python``: always the Python module (no compiler is run). ``c``: the C
-    backend or an error (:class:`CompilationError`), never a silent fallback.
+    ``auto`` (default): the C backend if it loads (or compiles), else the Python module, with one
+    logged warning. ``python``: always the Python module (no compiler is run, no library loaded).
+    ``c``: the C backend or an error (:class:`CompilationError`), never a silent fallback.
 ``CC``
-    The C compiler command (may carry arguments, e.g. ``"ccache gcc"``); default ``cc``.
+    The C compiler command of the fallback (may carry arguments, e.g. ``"ccache gcc"``); default ``cc``.
 ``XDG_CACHE_HOME``
-    Libraries go to ``$XDG_CACHE_HOME/hexapod_control/`` (default ``~/.cache/hexapod_control/``;
-    a private temporary directory if that is not writable). A library's file name carries the
-    SHA-256 of the C source, compiler command and flags, so a cached one is reused as long as all
-    three are unchanged, and compilation (about 10-30 s) happens once per machine and version.
+    The fallback's libraries go to ``$XDG_CACHE_HOME/hexapod_control/`` (default
+    ``~/.cache/hexapod_control/``; ``$TMPDIR/hexapod_control-<uid>`` if that is not writable). A
+    library's file name carries the SHA-256 of the C sources, compiler command and flags, so a cached
+    one is reused as long as all three are unchanged. With no usable directory at all, the library is
+    compiled into a temporary directory that is removed as soon as it is loaded (nothing is left behind,
+    but every process compiles).
 
-Flags: ``-O2 -shared -fPIC -fno-math-errno -ffp-contract=off`` (no ``-ffast-math`` and no FMA
-contraction: C evaluates the same operations in the same order as the Python code, so the results
-agree to round-off; they were bit-identical with gcc 12 on x86-64, and the tests require 1e-12).
+Flags (native_build.py, both builds): ``-O2 -fno-math-errno -ffp-contract=off`` (no ``-ffast-math``
+and no FMA contraction: C evaluates the same operations in the same order as the Python code, so the
+results agree to round-off; they were bit-identical with gcc 12 on x86-64, and the tests require 1e-12).
 The wrappers keep preallocated ctypes buffers per thread and function (ctypes releases the GIL
 during the C call), and a parameter tuple passed again (the same object) is not copied again.
 Per call, the wrapper adds about 1-1.5 us to the C time (copying in and out, the ctypes call).
@@ -31,6 +44,7 @@ Per call, the wrapper adds about 1-1.5 us to the C time (copying in and out, the
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import inspect
@@ -46,23 +60,46 @@ import tempfile
 import threading
 import time
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 
 from hexapod_control.errors import CompilationError
+from hexapod_control.model import native_build
 from hexapod_control.model.generated import dynamics_terms as python_terms
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock; the atomic rename still keeps a library whole
+    fcntl = None
 
 _LOG = logging.getLogger(__name__)
 
 BACKEND_VARIABLE = "HEXAPOD_DYNAMICS_BACKEND"
 BACKENDS = ("auto", "python", "c")
-COMPILE_FLAGS = ("-O2", "-shared", "-fPIC", "-fno-math-errno", "-ffp-contract=off")
-LINK_FLAGS = ("-lm",)
-COMPILE_TIMEOUT = 900.0  # [s] -O2 on the 8000-line file takes 10-30 s on a loaded 2-core machine
-_GENERATED_PACKAGE = "hexapod_control.model.generated"
+# The fallback runs the compiler directly: a position-independent shared library.
+COMPILE_FLAGS = (*native_build.COMPILE_FLAGS, "-shared", "-fPIC")
+LINK_FLAGS = tuple(f"-l{name}" for name in native_build.LIBRARIES)
+COMPILE_TIMEOUT = 900.0  # [s] -O2 on the 9000-line file takes 5-30 s depending on the machine's load
+_GENERATED_PACKAGE = native_build.GENERATED_PACKAGE
 _SIGNATURE = re.compile(r"^(\w+)\(([^)]*)\)->(vector|pair)\[(\d+)\]$")
 _ARGUMENT = re.compile(r"^(\w+)\[(\d+)\]$")
+
+
+# ------------------------------------------------------------------------------ sources
+def c_sources() -> tuple[bytes, ...]:
+    """The texts of the library's C files (native_build.SOURCES, shipped as package data)."""
+    try:
+        return tuple(resources.files(_GENERATED_PACKAGE).joinpath(name).read_bytes() for name in native_build.SOURCES)
+    except OSError as error:
+        raise CompilationError(f"the generated C sources are not installed: {error}") from error
+
+
+def installed_library_path() -> Path | None:
+    """The library setup.py built into the package (beside the sources), if there is one."""
+    candidate = resources.files(_GENERATED_PACKAGE).joinpath(native_build.LIBRARY_NAME)
+    # A package inside a zip file cannot hold a loadable library.
+    return candidate if isinstance(candidate, Path) and candidate.is_file() else None
 
 
 # ------------------------------------------------------------------------------ compilation
@@ -70,8 +107,9 @@ def default_compiler() -> list[str]:
     return shlex.split(os.environ.get("CC") or "cc")
 
 
-def cache_directory() -> Path:
-    """``$XDG_CACHE_HOME/hexapod_control`` or ``~/.cache/hexapod_control``, else a private temp dir."""
+def cache_directory() -> Path | None:
+    """``$XDG_CACHE_HOME/hexapod_control`` or ``~/.cache/hexapod_control``, else a private one in
+    ``$TMPDIR``; None when neither is usable."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     preferred = Path(base) / "hexapod_control"
     try:
@@ -90,46 +128,71 @@ def cache_directory() -> Path:
             return shared
     except OSError:
         pass
-    return Path(tempfile.mkdtemp(prefix="hexapod_control-"))
+    return None
 
 
-def library_key(source: bytes, compiler: Sequence[str], flags: Sequence[str] = COMPILE_FLAGS) -> str:
-    """SHA-256 (hex) of the C source, the compiler command, the flags and the platform."""
-    digest = hashlib.sha256(source)
+def library_key(sources: Sequence[bytes], compiler: Sequence[str], flags: Sequence[str] = COMPILE_FLAGS) -> str:
+    """SHA-256 (hex) of the C sources, the compiler command, the flags and the platform."""
+    digest = hashlib.sha256(native_build.source_digest(sources).encode())
     for item in (*compiler, *flags, *LINK_FLAGS, sys.platform, platform.machine()):
         digest.update(b"\0" + item.encode())
     return digest.hexdigest()
 
 
-def library_path(source: bytes, compiler: Sequence[str], cache_dir: Path) -> Path:
-    """Where the library for ``source`` built by ``compiler`` is cached."""
-    return Path(cache_dir) / f"dynamics_terms-{library_key(source, compiler)[:32]}.so"
+def library_path(sources: Sequence[bytes], compiler: Sequence[str], cache_dir: Path) -> Path:
+    """Where the library for ``sources`` built by ``compiler`` is cached."""
+    return Path(cache_dir) / f"hexapod_native-{library_key(sources, compiler)[:32]}.so"
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path`` (created if needed; kept, as removing it would race)."""
+    with open(lock_path, "a") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        yield
 
 
 def compile_library(
-    source: bytes, compiler: Sequence[str] | None = None, cache_dir: Path | None = None
+    source_files: Sequence[Path], compiler: Sequence[str] | None = None, cache_dir: Path | None = None
 ) -> tuple[Path, bool]:
-    """(path of the shared library for ``source``, whether this call compiled it).
+    """(path of the shared library built from ``source_files``, whether this call compiled it).
 
-    Compiles to a temporary file in the cache directory and renames it into place, so concurrent
-    processes never see a partial library (the last rename wins; the contents are identical), and
-    a library that a running process has loaded is never overwritten in place (that would crash
-    it with SIGBUS).
+    Under an exclusive lock on ``<library>.lock`` in the cache directory, so that concurrent
+    processes compile once: the others wait, then find the library. It is compiled to a temporary
+    file and renamed into place, so that no process ever sees a partial library, and a library that
+    a running process has loaded is never overwritten in place (that would crash it with SIGBUS).
     """
     compiler = list(compiler) if compiler is not None else default_compiler()
     cache_dir = Path(cache_dir) if cache_dir is not None else cache_directory()
-    target = library_path(source, compiler, cache_dir)
+    if cache_dir is None:
+        raise CompilationError("no writable cache directory for the compiled library")
+    sources = [Path(path).read_bytes() for path in source_files]
+    target = library_path(sources, compiler, cache_dir)
     if target.is_file():
         return target, False
     if not compiler or shutil.which(compiler[0]) is None:
         raise CompilationError(f"no C compiler: {' '.join(compiler) or '(empty CC)'} not found")
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=cache_dir)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        with _exclusive(target.with_name(target.name + ".lock")):
+            if target.is_file():  # compiled by another process while this one waited
+                return target, False
+            return target, _compile_to(target, [str(path) for path in source_files], sources, compiler)
+    except OSError as error:
+        raise CompilationError(f"cannot compile into {cache_dir}: {error}") from error
+
+
+def _compile_to(target: Path, source_files: list[str], sources: list[bytes], compiler: list[str]) -> bool:
+    descriptor, temporary = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
     os.close(descriptor)
-    command = [*compiler, *COMPILE_FLAGS, "-x", "c", "-", "-o", temporary, *LINK_FLAGS]
+    definition = f"-D{native_build.DIGEST_MACRO}={native_build.digest_definition(native_build.source_digest(sources))}"
+    command = [*compiler, *COMPILE_FLAGS, definition, *source_files, "-o", temporary, *LINK_FLAGS]
     start = time.perf_counter()
     try:
-        result = subprocess.run(command, input=source, capture_output=True, timeout=COMPILE_TIMEOUT, check=False)
+        result = subprocess.run(
+            command, stdin=subprocess.DEVNULL, capture_output=True, timeout=COMPILE_TIMEOUT, check=False
+        )
         if result.returncode != 0:
             message = result.stderr.decode(errors="replace").strip().splitlines()[-20:]
             raise CompilationError(f"`{' '.join(command)}` failed ({result.returncode}): " + "\n".join(message))
@@ -139,8 +202,8 @@ def compile_library(
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
-    _LOG.info("compiled the C dynamics backend in %.1f s: %s", time.perf_counter() - start, target)
-    return target, True
+    _LOG.info("compiled the C library in %.1f s: %s", time.perf_counter() - start, target)
+    return True
 
 
 # ------------------------------------------------------------------------------ wrappers
@@ -198,7 +261,8 @@ def _wrap(function, name: str, inputs: list[tuple[str, int]], shape: str, n_outp
     return wrapper
 
 
-def _string(library, symbol: str) -> str:
+def read_string(library, symbol: str) -> str:
+    """The C string constant ``symbol`` of a loaded library (ValueError when it has none)."""
     return ctypes.cast(ctypes.addressof(ctypes.c_char.in_dll(library, symbol)), ctypes.c_char_p).value.decode()
 
 
@@ -213,9 +277,9 @@ def _python_source_digest() -> str | None:
 def _bind(library, path: Path) -> types.ModuleType:
     """The module-like object of wrapped C functions, checked against the Python twin."""
     try:
-        digest = _string(library, "hexapod_python_source_sha256")
-        parameter_names = tuple(_string(library, "hexapod_parameter_names").split())
-        signatures = _string(library, "hexapod_signatures").split()
+        digest = read_string(library, "hexapod_python_source_sha256")
+        parameter_names = tuple(read_string(library, "hexapod_parameter_names").split())
+        signatures = read_string(library, "hexapod_signatures").split()
     except ValueError as error:  # symbol missing
         raise CompilationError(f"{path} is not a hexapod dynamics library: {error}") from error
     python_digest = _python_source_digest()
@@ -228,9 +292,10 @@ def _bind(library, path: Path) -> types.ModuleType:
         raise CompilationError("the C and Python generated code disagree on PARAMETER_NAMES")
     module = types.ModuleType(__name__ + ".c_terms", "The generated dynamics terms, compiled (see hexapod_control.model.compiled).")
     module.PARAMETER_NAMES = python_terms.PARAMETER_NAMES
-    module.SYMPY_VERSION = _string(library, "hexapod_sympy_version")
+    module.SYMPY_VERSION = read_string(library, "hexapod_sympy_version")
     module.BACKEND = "c"
     module.LIBRARY_PATH = path
+    module.LIBRARY = library  # the whole library (also the control cycle); keeps it loaded as long as the wrappers live
     module.FUNCTION_NAMES = []
     local = threading.local()
     for line in signatures:
@@ -246,42 +311,71 @@ def _bind(library, path: Path) -> types.ModuleType:
         function.restype = ctypes.c_int
         setattr(module, name, _wrap(function, name, inputs, shape, int(size), local))
         module.FUNCTION_NAMES.append(name)
-    module._library = library  # keep the library loaded as long as the wrappers live
     return module
 
 
-def c_source() -> bytes:
-    """The text of generated/dynamics_terms.c (shipped as package data)."""
-    try:
-        return resources.files(_GENERATED_PACKAGE).joinpath("dynamics_terms.c").read_bytes()
-    except OSError as error:
-        raise CompilationError(f"generated/dynamics_terms.c is not installed: {error}") from error
-
-
-def load(compiler: Sequence[str] | str | None = None, cache_dir: Path | str | None = None) -> types.ModuleType:
-    """Compile (or reuse from the cache) and load the C backend; CompilationError if impossible.
-
-    The result has the functions of :mod:`hexapod_control.model.generated.dynamics_terms` with the
-    same signatures and results, plus ``BACKEND = "c"``, ``LIBRARY_PATH`` and ``COMPILED`` (True
-    when this call ran the compiler, False when the cached library was reused).
-    """
-    if isinstance(compiler, str):
-        compiler = shlex.split(compiler)
-    source = c_source()
-    path, compiled = compile_library(source, compiler, cache_dir)
+def _open(path: Path, digest: str) -> ctypes.CDLL:
+    """dlopen ``path`` and check that it was built from the sources whose digest is ``digest``."""
     try:
         library = ctypes.CDLL(str(path))
     except OSError as error:
-        if compiled:
-            raise CompilationError(f"cannot load {path}: {error}") from error
-        path.unlink(missing_ok=True)  # a damaged cache entry (unlinked, not overwritten): build it again, once
-        path, compiled = compile_library(source, compiler, cache_dir)
+        raise CompilationError(f"cannot load {path}: {error}") from error
+    try:
+        built_from = read_string(library, "hexapod_source_sha256")
+    except ValueError as error:
+        raise CompilationError(f"{path} is not a hexapod library: {error}") from error
+    if built_from != digest:
+        raise CompilationError(
+            f"{path} was built from other C sources than the installed ones (rebuild it: "
+            "`python setup.py build_ext --inplace` in a source tree, or reinstall the package)"
+        )
+    return library
+
+
+def load(compiler: Sequence[str] | str | None = None, cache_dir: Path | str | None = None) -> types.ModuleType:
+    """The C backend: the installed library, else the one compiled into the cache; CompilationError if neither.
+
+    With ``compiler`` or ``cache_dir`` given, the installed library is not considered (the developer
+    fallback alone). The result has the functions of :mod:`hexapod_control.model.generated.dynamics_terms`
+    with the same signatures and results, plus ``BACKEND = "c"``, ``LIBRARY`` (the ctypes library,
+    which also holds the control cycle), ``LIBRARY_PATH``, ``INSTALLED`` (the library built at
+    install) and ``COMPILED`` (True when this call ran the compiler).
+    """
+    if isinstance(compiler, str):
+        compiler = shlex.split(compiler)
+    digest = native_build.source_digest(c_sources())
+    if compiler is None and cache_dir is None:
+        installed = installed_library_path()
+        if installed is not None:
+            try:
+                module = _bind(_open(installed, digest), installed)
+            except CompilationError as error:
+                _LOG.warning("not using the installed C library: %s; compiling the developer fallback", error)
+            else:
+                module.INSTALLED, module.COMPILED = True, False
+                return module
+    with contextlib.ExitStack() as stack:
+        files = [
+            stack.enter_context(resources.as_file(resources.files(_GENERATED_PACKAGE).joinpath(name)))
+            for name in native_build.SOURCES
+        ]
+        directory = Path(cache_dir) if cache_dir is not None else cache_directory()
+        if directory is None:
+            # Compile where it can be deleted once loaded (a mapped library outlives its file):
+            # slow, as every process compiles, but no process leaves a directory behind.
+            _LOG.warning("no writable cache directory (XDG_CACHE_HOME, ~/.cache, TMPDIR): compiling for this process only")
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hexapod_control-")))
+        path, compiled = compile_library(files, compiler, directory)
         try:
-            library = ctypes.CDLL(str(path))
-        except OSError as error2:
-            raise CompilationError(f"cannot load {path}: {error2}") from error2
+            library = _open(path, digest)
+        except CompilationError:
+            if compiled:
+                raise
+            path.unlink(missing_ok=True)  # a damaged cache entry (unlinked, not overwritten): build it again, once
+            path, compiled = compile_library(files, compiler, directory)
+            library = _open(path, digest)
     module = _bind(library, path)
-    module.COMPILED = compiled
+    module.INSTALLED, module.COMPILED = False, compiled
     return module
 
 
