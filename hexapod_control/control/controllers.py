@@ -59,6 +59,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hexapod_control.control import compiled_cycle
 from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import (
     AssemblyError,
@@ -146,6 +147,22 @@ class OperationalSpaceController:
         self.settings = settings or model.parameters.controllers
         self.force_limit = model.parameters.limits.actuator_force_max
         self.period = self.settings.period
+        self.select_cycle()
+
+    def select_cycle(self, choice: str | None = None) -> str:
+        """Run each update as one compiled C call ("c") or as the Python code below ("python").
+
+        ``choice`` "auto" (None: $HEXAPOD_CONTROL_CYCLE, default auto) takes C when the library is
+        available. The C cycle defers every safe output and FK continuation to the Python code, so
+        both give the same outputs (see compiled_cycle.py). Returns the choice in effect.
+        """
+        self._cycle = compiled_cycle.attach(self, choice)
+        return self.cycle_backend
+
+    @property
+    def cycle_backend(self) -> str:
+        """"c" when updates run the compiled cycle, else "python"."""
+        return "python" if self._cycle is None else "c"
 
     # -------------------------------------------------------------- interface
     def reset(self, t: float, q, qd) -> None:
@@ -159,6 +176,10 @@ class OperationalSpaceController:
 
     def update(self, t: float, q, qd, reference: Reference) -> ControlOutput:
         """Actuator forces for the measured (q, qd) and the reference; see the module rules."""
+        if self._cycle is not None:
+            output = self._cycle.update(t, q, qd, reference)
+            if output is not None:
+                return output  # else the compiled cycle left this one to the Python code below
         fk = jac = None
         try:
             t, q, qd, ref = self._validated(t, q, qd, reference)

@@ -1,0 +1,299 @@
+"""The compiled control cycle: one C call per controller update, the Python controller as reference.
+
+``generated/control_cycle.c`` (written by ``python -m hexapod_control.codegen``, built into the
+library of :mod:`hexapod_control.model.compiled`) holds one function per controller that does a
+whole regular cycle of :meth:`OperationalSpaceController.update`: forward kinematics warm-started
+from the controller's KinematicState, J_A and J_A_dot q_dot, the conditioning checks, J_A^-1 or its
+damped least squares, the control law and the clamping. :class:`CompiledCycle` packs the inputs,
+makes that one call and builds the same :class:`ControlOutput` as the Python code.
+
+The Python controller stays the reference (the tests hold both to 1e-12) and the fallback:
+
+* a cycle the C code does not finish (invalid input, a forward kinematics that needs the
+  continuation of Kinematics.solve_passive, a singular configuration: every safe output) is
+  *deferred*: :meth:`CompiledCycle.update` returns None and the controller runs its Python code
+  for that cycle, which gives the reference output and message;
+* without the library (no compiler, ``HEXAPOD_DYNAMICS_BACKEND=python``) every cycle is Python.
+
+The controller's KinematicState and integrator stay the state of record: they are read before and
+advanced after each compiled cycle, so that the two paths can alternate cycle by cycle.
+
+Environment: ``HEXAPOD_CONTROL_CYCLE`` = ``auto`` (default: C when the library is available, one
+warning otherwise, as the dynamics backend), ``python`` (always the Python code) or ``c`` (the C
+cycle or a CompilationError).
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import math
+import os
+import re
+import threading
+
+import numpy as np
+
+from hexapod_control.errors import CompilationError
+from hexapod_control.model import compiled, dynamics, kinematics
+from hexapod_control.model.dynamics import pack_parameters
+
+CYCLE_VARIABLE = "HEXAPOD_CONTROL_CYCLE"
+CHOICES = ("auto", "python", "c")
+# Statuses the C cycle finishes, in the order of its status codes; every later code defers.
+FINISHED_STATUSES = ("ok", "saturated", "near_singular")
+_ITEM = re.compile(r"^(\w+)\[(\d+)\]$")
+_VECTOR = (6,)
+_SCALAR_OUTPUTS = (
+    "jacobian_conditioning",
+    "constraint_conditioning",
+    "fk_iterations",
+    "fk_residual",
+    "position_error_norm",
+    "orientation_error_norm",
+)
+
+
+def _layout(library, symbol: str, path) -> dict[str, slice]:
+    """{name: slice} of a 'name[size] ...' layout string of the library, in order."""
+    slices, offset = {}, 0
+    for item in compiled.read_string(library, symbol).split():
+        match = _ITEM.match(item)
+        if match is None:
+            raise CompilationError(f"unreadable layout entry {item!r} of {symbol} in {path}")
+        size = int(match.group(2))
+        slices[match.group(1)] = slice(offset, offset + size)
+        offset += size
+    return slices
+
+
+class CycleLibrary:
+    """The cycle functions of a loaded library and the layouts of their arrays (read from it)."""
+
+    def __init__(self, library, path):
+        try:
+            self.settings = _layout(library, "hexapod_cycle_settings", path)
+            self.state = _layout(library, "hexapod_cycle_state", path)
+            self.reference = _layout(library, "hexapod_cycle_reference", path)
+            self.outputs = _layout(library, "hexapod_cycle_outputs", path)
+            self.statuses = tuple(compiled.read_string(library, "hexapod_cycle_statuses").split())
+            controllers = compiled.read_string(library, "hexapod_cycle_controllers").split()
+        except ValueError as error:  # a symbol is missing
+            raise CompilationError(f"{path} has no control cycle: {error}") from error
+        if self.statuses[: len(FINISHED_STATUSES)] != FINISHED_STATUSES:
+            raise CompilationError(f"{path}: cycle statuses {self.statuses} do not begin with {FINISHED_STATUSES}")
+        self.functions = {}
+        for name in controllers:
+            function = library[f"hexapod_cycle_{name}"]
+            function.restype = ctypes.c_int
+            function.argtypes = [ctypes.c_void_p] * 7
+            self.functions[name] = function
+        self.path = path
+        self._library = library  # keeps it loaded
+
+    @staticmethod
+    def size(layout: dict[str, slice]) -> int:
+        return max(item.stop for item in layout.values())
+
+
+_libraries: dict[str, CycleLibrary | None] = {}
+_libraries_lock = threading.Lock()
+
+
+def cycle_library(choice: str | None = None) -> CycleLibrary | None:
+    """The cycle library for ``choice`` or ``$HEXAPOD_CONTROL_CYCLE`` (auto|python|c), None for Python.
+
+    ``auto`` follows the dynamics backend (compiled.select_backend: the installed library, the
+    developer fallback, or the Python code with one warning); ``c`` requires the library.
+    Memoised per choice.
+    """
+    if choice is None:
+        choice = os.environ.get(CYCLE_VARIABLE, "")
+    choice = choice.strip().lower() or "auto"
+    if choice not in CHOICES:
+        raise ValueError(f"{CYCLE_VARIABLE}={choice!r}: expected one of {', '.join(CHOICES)}")
+    with _libraries_lock:
+        if choice not in _libraries:
+            _libraries[choice] = _load(choice)
+        return _libraries[choice]
+
+
+def _load(choice: str) -> CycleLibrary | None:
+    if choice == "python":
+        return None
+    terms = compiled.select_backend("c" if choice == "c" else None)
+    if compiled.backend_name(terms) != "c":
+        return None  # the dynamics backend already warned
+    return CycleLibrary(terms.LIBRARY, terms.LIBRARY_PATH)
+
+
+def attach(controller, choice: str | None = None) -> CompiledCycle | None:
+    """The compiled cycle of ``controller``, or None when its updates are to run in Python."""
+    library = cycle_library(choice)
+    if library is None:
+        return None
+    if controller.name not in library.functions:
+        raise CompilationError(f"{library.path} has no cycle for the {controller.name} controller")
+    return CompiledCycle(controller, library)
+
+
+class CompiledCycle:
+    """One controller's compiled update: its buffers, its packed settings and the counts of its cycles.
+
+    ``finished`` counts the cycles it answered, ``deferred`` the others by reason (a status name
+    of the C code), and ``last_status`` is the status of the latest call.
+    """
+
+    def __init__(self, controller, library: CycleLibrary):
+        # Imported here: controllers.py imports this module.
+        from hexapod_control.control.controllers import ControlOutput, ControlStatus
+
+        self.controller = controller
+        self.library = library
+        self._output_type, self._status_type = ControlOutput, ControlStatus
+        self._function = library.functions[controller.name]
+        self._double_loop = controller.name == "double_loop"
+        self._q, self._qd = np.zeros(6), np.zeros(6)
+        self._reference = np.zeros(CycleLibrary.size(library.reference))
+        self._state = np.zeros(CycleLibrary.size(library.state))
+        self._settings = np.full(CycleLibrary.size(library.settings), math.nan)
+        self._parameters = np.array(pack_parameters(controller.model.parameters))
+        self._out = np.zeros(CycleLibrary.size(library.outputs))
+        buffers = (self._q, self._qd, self._reference, self._state, self._settings, self._parameters, self._out)
+        self._arguments = tuple(buffer.ctypes.data for buffer in buffers)
+        self._settings_packed = False
+        layout = library.outputs
+        self._slices = [layout[name] for name in ("forces", "pose", "pose_error", "saturated", "phi")]
+        self._scalars = slice(layout[_SCALAR_OUTPUTS[0]].start, layout[_SCALAR_OUTPUTS[-1]].stop)
+        if [layout[name].start - self._scalars.start for name in _SCALAR_OUTPUTS] != list(range(len(_SCALAR_OUTPUTS))):
+            raise CompilationError(f"{library.path}: the scalar outputs {_SCALAR_OUTPUTS} are not consecutive")
+        self._loop_slices = [layout[name] for name in ("joint_command", "velocity_error", "integral")]
+        state = library.state
+        self._state_slices = [state[name] for name in ("last_q", "last_phi", "previous_q", "previous_phi", "integral")]
+        reference = library.reference
+        self._reference_slices = [reference[name] for name in ("pose", "velocity", "acceleration")]
+        self.finished = 0
+        self.deferred: collections.Counter[str] = collections.Counter()
+        self.last_status = ""
+
+    def _pack_settings(self) -> None:
+        """The settings vector, from the controller's attributes (set by its subclass) and the model."""
+        controller = self.controller
+        rule = controller.settings.singularity
+        values = {
+            "fk_tolerance": kinematics.FK_TOLERANCE,
+            "max_newton_iterations": kinematics.MAX_NEWTON_ITERATIONS,
+            "max_newton_step": kinematics.MAX_NEWTON_STEP,
+            "max_branch_jump": kinematics.MAX_BRANCH_JUMP,
+            "cyclic_singularity_ratio": kinematics.CYCLIC_SINGULARITY_RATIO,
+            "platform_side": controller.model.kinematics.chains.platform_side,
+            "two_leg_lengths": controller.model.kinematics.two_leg_lengths,
+            "euler_singularity_cos": dynamics.EULER_SINGULARITY_COS,
+            "damping_threshold": rule.damping_threshold,
+            "stop_threshold": rule.stop_threshold,
+            "max_damping": rule.max_damping,
+            "constraint_stop_threshold": rule.constraint_stop_threshold,
+            "force_limit": controller.force_limit,
+            "period": controller.period,
+        }
+        if self._double_loop:
+            values.update(
+                conditional_integration=float(controller.anti_windup == "conditional_integration"),
+                kinematic_gain=controller.kinematic_gain,
+                velocity_proportional_gain=controller.kp,
+                velocity_integral_gain=controller.ki,
+            )
+        else:  # computed torque; the double loop's entries stay NaN, so that no use of them goes unnoticed
+            values.update(position_gain=controller.position_gain, velocity_gain=controller.velocity_gain)
+        for name, value in values.items():
+            self._settings[self.library.settings[name]] = value
+        self._settings_packed = True
+
+    def _defer(self, reason: str) -> None:
+        self.deferred[reason] += 1
+        self.last_status = reason
+        return None
+
+    def update(self, t, q, qd, reference):
+        """The ControlOutput of one compiled cycle, or None to leave this cycle to the Python code."""
+        try:
+            t = float(t)
+            q = np.asarray(q, dtype=float)
+            qd = np.asarray(qd, dtype=float)
+            pose = np.asarray(reference.pose, dtype=float)
+            velocity = np.asarray(reference.velocity, dtype=float)
+            acceleration = np.asarray(reference.acceleration, dtype=float)
+            float(reference.t)
+        except Exception:  # noqa: BLE001 - whatever it is, the Python code reports it from its own validation
+            return self._defer("invalid_input")
+        if not (
+            q.shape == _VECTOR
+            and qd.shape == _VECTOR
+            and pose.shape == _VECTOR
+            and velocity.shape == _VECTOR
+            and acceleration.shape == _VECTOR
+            and math.isfinite(t)
+        ):
+            return self._defer("invalid_input")
+        if not self._settings_packed:
+            self._pack_settings()
+        controller = self.controller
+        self._q[:] = q
+        self._qd[:] = qd
+        reference_buffer = self._reference
+        pose_slice, velocity_slice, acceleration_slice = self._reference_slices
+        reference_buffer[pose_slice] = pose
+        reference_buffer[velocity_slice] = velocity
+        reference_buffer[acceleration_slice] = acceleration
+        warm_start = controller.kinematic_state
+        state = self._state
+        last_q, last_phi, previous_q, previous_phi, integral = self._state_slices
+        state[last_q] = warm_start.last_q
+        state[last_phi] = warm_start.last_phi
+        state[previous_q] = warm_start.previous_q
+        state[previous_phi] = warm_start.previous_phi
+        if self._double_loop:
+            state[integral] = controller._integral
+
+        code = self._function(*self._arguments)
+        if code >= len(FINISHED_STATUSES):
+            return self._defer(self.library.statuses[code])
+
+        out = self._out.copy()  # the output's arrays are views of this cycle's own copy
+        forces, pose_now, pose_error, saturated, phi = (out[s] for s in self._slices)
+        warm_start.advance(tuple(q.tolist()), tuple(phi.tolist()))
+        conditioning, constraint_conditioning, iterations, residual, position_norm, orientation_norm = out[
+            self._scalars
+        ].tolist()
+        status = FINISHED_STATUSES[code]
+        if status == "ok":
+            message = ""
+        elif status == "saturated":
+            message = f"forces clamped at +-{controller.force_limit} N"
+        else:
+            message = (
+                f"J_A conditioning {conditioning:.3g} below "
+                f"{controller.settings.singularity.damping_threshold}: damped least squares"
+            )
+        if self._double_loop:
+            command, velocity_error, new_integral = (out[s] for s in self._loop_slices)
+            controller.desired_joint_velocity = command
+            controller._velocity_error = velocity_error
+            controller._integral = new_integral
+        self.finished += 1
+        self.last_status = status
+        return self._output_type(
+            t=t,
+            forces=forces,
+            status=self._status_type(status),
+            message=message,
+            pose=pose_now,
+            pose_error=pose_error,
+            position_error_norm=position_norm,
+            orientation_error_norm=orientation_norm,
+            saturated=saturated != 0.0,
+            jacobian_conditioning=conditioning,
+            constraint_conditioning=constraint_conditioning,
+            fk_iterations=int(iterations),
+            fk_residual=residual,
+        )
