@@ -31,6 +31,7 @@ from hexapod_control.model.parameters import (
 from hexapod_control.ros.conventions import (
     REFERENCE_JOINT_NAME,
     ReferencePoint,
+    euler_from_message_quaternion,
     stamp_fields,
 )
 
@@ -133,6 +134,16 @@ def reference_point(message: MultiDOFJointTrajectory) -> ReferencePoint:
     )
 
 
+# ------------------------------------------------------------------------------------------ poses
+def pose_vector(message) -> np.ndarray:
+    """(x, y, z, lambda, mu, nu) of a PoseStamped; ValueError on a non-unit or non-finite quaternion."""
+    p, o = message.pose.position, message.pose.orientation
+    values = np.array([p.x, p.y, p.z, o.x, o.y, o.z, o.w])
+    if not np.all(np.isfinite(values)):
+        raise InvalidInputError(f"pose holds a non-finite value: {values.tolist()}")
+    return np.array([p.x, p.y, p.z, *euler_from_message_quaternion(o.x, o.y, o.z, o.w)])
+
+
 # ------------------------------------------------------------------------------------------ diagnostics
 def _text(value) -> str:
     if isinstance(value, (list, tuple, np.ndarray)):
@@ -185,8 +196,12 @@ def _context_stays_valid(grace: float) -> bool:
     return False
 
 
-def run_node(factory: Callable[[], object], name: str, args: list[str] | None = None) -> int:
-    """rclpy.init, build the node, spin until Ctrl-C; a parameter error is logged and gives exit code 1."""
+def run_node(factory: Callable[[], object], name: str, args: list[str] | None = None,
+             executor_factory: Callable[[object], object] | None = None) -> int:
+    """rclpy.init, build the node, spin until Ctrl-C; a parameter error is logged and gives exit code 1.
+
+    ``executor_factory(node)`` picks the executor (default: a SingleThreadedExecutor).
+    """
     rclpy.init(args=args)
     try:
         try:
@@ -196,7 +211,7 @@ def run_node(factory: Callable[[], object], name: str, args: list[str] | None = 
             rclpy.logging.get_logger(name).fatal(f"cannot start: {error}")
             print(f"{name}: cannot start: {error}", file=sys.stderr)
             return 1
-        executor = SingleThreadedExecutor()
+        executor = executor_factory(node) if executor_factory else SingleThreadedExecutor()
         executor.add_node(node)
         try:
             executor.spin()

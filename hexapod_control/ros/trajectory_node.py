@@ -22,7 +22,6 @@ before one arrives (the controller then holds by itself). A trajectory that fail
 
 from __future__ import annotations
 
-import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from std_srvs.srv import Trigger
@@ -37,6 +36,7 @@ from hexapod_control.ros.common import (
     declare_choice,
     declare_flag,
     load_params_file,
+    pose_vector,
     reference_message,
     run_node,
     seconds,
@@ -44,7 +44,6 @@ from hexapod_control.ros.common import (
 from hexapod_control.ros.conventions import (
     TOPICS,
     check_frame,
-    euler_from_message_quaternion,
     reference_point_from_euler,
 )
 
@@ -86,7 +85,7 @@ class TrajectoryNode(Node):
     # -------------------------------------------------------------- callbacks
     def _on_platform_pose(self, message: PoseStamped) -> None:
         try:
-            pose = _pose_vector(message)
+            pose = pose_vector(message)
         except (InvalidInputError, ValueError) as error:
             self.get_logger().warning(f"ignoring platform pose: {error}", throttle_duration_sec=1.0)
             return
@@ -98,7 +97,7 @@ class TrajectoryNode(Node):
     def _on_goal_pose(self, message: PoseStamped) -> None:
         try:
             check_frame(message.header.frame_id, self.names.base_frame, "goal pose")
-            description = self.player.move_to(_pose_vector(message), seconds(self))
+            description = self.player.move_to(pose_vector(message), seconds(self))
         except (HexapodError, ValueError) as error:  # UnreachablePoseError is a HexapodError
             self.goals_rejected += 1
             self.get_logger().error(f"goal pose rejected: {error}")
@@ -133,15 +132,6 @@ class TrajectoryNode(Node):
             return
         point = reference_point_from_euler(reference.pose, reference.velocity, reference.acceleration)
         self.publisher.publish(reference_message(now, self.names.base_frame, point))
-
-
-def _pose_vector(message: PoseStamped) -> np.ndarray:
-    """(x, y, z, lambda, mu, nu) of a PoseStamped; ValueError on a non-unit or non-finite quaternion."""
-    p, o = message.pose.position, message.pose.orientation
-    values = np.array([p.x, p.y, p.z, o.x, o.y, o.z, o.w])
-    if not np.all(np.isfinite(values)):
-        raise InvalidInputError(f"pose holds a non-finite value: {values.tolist()}")
-    return np.array([p.x, p.y, p.z, *euler_from_message_quaternion(o.x, o.y, o.z, o.w)])
 
 
 def main(args=None) -> int:
