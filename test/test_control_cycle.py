@@ -109,8 +109,19 @@ def assert_same_output(compiled_output, python_output, where=""):
 
 
 def assert_same_state(compiled_controller, python_controller):
-    """The warm start and the integrator the two paths leave for the next cycle."""
+    """The warm start and the integrator the two paths leave for the next cycle.
+
+    After a compiled cycle, also the C code's own copy of them, which the next compiled cycle
+    starts from without copying them again.
+    """
     a, b = compiled_controller.kinematic_state, python_controller.kinematic_state
+    cycle = compiled_controller._cycle
+    if cycle.last_status in compiled_cycle.FINISHED_STATUSES:
+        layout, state = cycle.library.state, cycle._state
+        held = [a.last_q, a.last_phi, a.previous_q, a.previous_phi]
+        assert [tuple(state[layout[name]]) for name in ("last_q", "last_phi", "previous_q", "previous_phi")] == held
+        if compiled_controller.name == "double_loop":
+            np.testing.assert_array_equal(state[layout["integral"]], compiled_controller.integral)
     for field in ("last_q", "previous_q"):
         assert getattr(a, field) == getattr(b, field)
     for field in ("last_phi", "previous_phi"):

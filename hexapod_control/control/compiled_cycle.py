@@ -15,8 +15,10 @@ The Python controller stays the reference (the tests hold both to 1e-12) and the
   for that cycle, which gives the reference output and message;
 * without the library (no compiler, ``HEXAPOD_DYNAMICS_BACKEND=python``) every cycle is Python.
 
-The controller's KinematicState and integrator stay the state of record: they are read before and
-advanced after each compiled cycle, so that the two paths can alternate cycle by cycle.
+The controller's KinematicState and integrator stay the state of record, advanced after each
+compiled cycle as the Python code does, so that the two paths can alternate cycle by cycle. The C
+code advances its copy of them too; it is written again from the Python objects whenever they are
+not the very objects the last compiled cycle left (a reset, a deferred cycle, anything else).
 
 Environment: ``HEXAPOD_CONTROL_CYCLE`` = ``auto`` (default: C when the library is available, one
 warning otherwise, as the dynamics backend), ``python`` (always the Python code) or ``c`` (the C
@@ -30,6 +32,7 @@ import ctypes
 import math
 import os
 import re
+import struct
 import threading
 
 import numpy as np
@@ -150,7 +153,8 @@ class CompiledCycle:
 
         self.controller = controller
         self.library = library
-        self._output_type, self._status_type = ControlOutput, ControlStatus
+        self._output_type = ControlOutput
+        self._finished_statuses = tuple(ControlStatus(name) for name in FINISHED_STATUSES)
         self._function = library.functions[controller.name]
         self._double_loop = controller.name == "double_loop"
         self._q, self._qd = np.zeros(6), np.zeros(6)
@@ -162,16 +166,24 @@ class CompiledCycle:
         buffers = (self._q, self._qd, self._reference, self._state, self._settings, self._parameters, self._out)
         self._arguments = tuple(buffer.ctypes.data for buffer in buffers)
         self._settings_packed = False
+        # Filled per cycle through views and struct packers (measured the cheapest ways to copy).
+        reference = library.reference
+        self._reference_views = [self._reference[reference[name]] for name in ("pose", "velocity", "acceleration")]
+        state = library.state
+        self._integral_view = self._state[state["integral"]]
+        self._warm_start_packers = [
+            (struct.Struct(f"{state[name].stop - state[name].start}d").pack_into, 8 * state[name].start)
+            for name in ("last_q", "last_phi", "previous_q", "previous_phi")
+        ]
+        # The warm start (last_q, last_phi, previous_q, previous_phi) and the integrator that the
+        # state buffer holds, as the Python objects the last compiled cycle left behind.
+        self._held = (None, None, None, None, None)
         layout = library.outputs
         self._slices = [layout[name] for name in ("forces", "pose", "pose_error", "saturated", "phi")]
         self._scalars = slice(layout[_SCALAR_OUTPUTS[0]].start, layout[_SCALAR_OUTPUTS[-1]].stop)
         if [layout[name].start - self._scalars.start for name in _SCALAR_OUTPUTS] != list(range(len(_SCALAR_OUTPUTS))):
             raise CompilationError(f"{library.path}: the scalar outputs {_SCALAR_OUTPUTS} are not consecutive")
         self._loop_slices = [layout[name] for name in ("joint_command", "velocity_error", "integral")]
-        state = library.state
-        self._state_slices = [state[name] for name in ("last_q", "last_phi", "previous_q", "previous_phi", "integral")]
-        reference = library.reference
-        self._reference_slices = [reference[name] for name in ("pose", "velocity", "acceleration")]
         self.finished = 0
         self.deferred: collections.Counter[str] = collections.Counter()
         self.last_status = ""
@@ -212,7 +224,6 @@ class CompiledCycle:
     def _defer(self, reason: str) -> None:
         self.deferred[reason] += 1
         self.last_status = reason
-        return None
 
     def update(self, t, q, qd, reference):
         """The ControlOutput of one compiled cycle, or None to leave this cycle to the Python code."""
@@ -238,37 +249,44 @@ class CompiledCycle:
         if not self._settings_packed:
             self._pack_settings()
         controller = self.controller
-        self._q[:] = q
-        self._qd[:] = qd
-        reference_buffer = self._reference
-        pose_slice, velocity_slice, acceleration_slice = self._reference_slices
-        reference_buffer[pose_slice] = pose
-        reference_buffer[velocity_slice] = velocity
-        reference_buffer[acceleration_slice] = acceleration
+        self._q[...] = q
+        self._qd[...] = qd
+        pose_view, velocity_view, acceleration_view = self._reference_views
+        pose_view[...] = pose
+        velocity_view[...] = velocity
+        acceleration_view[...] = acceleration
         warm_start = controller.kinematic_state
-        state = self._state
-        last_q, last_phi, previous_q, previous_phi, integral = self._state_slices
-        state[last_q] = warm_start.last_q
-        state[last_phi] = warm_start.last_phi
-        state[previous_q] = warm_start.previous_q
-        state[previous_phi] = warm_start.previous_phi
-        if self._double_loop:
-            state[integral] = controller._integral
+        held_last_q, held_last_phi, held_previous_q, held_previous_phi, held_integral = self._held
+        if not (
+            warm_start.last_q is held_last_q
+            and warm_start.last_phi is held_last_phi
+            and warm_start.previous_q is held_previous_q
+            and warm_start.previous_phi is held_previous_phi
+        ):
+            state = self._state
+            for (pack, offset), values in zip(
+                self._warm_start_packers,
+                (warm_start.last_q, warm_start.last_phi, warm_start.previous_q, warm_start.previous_phi),
+            ):
+                pack(state, offset, *values)
+        if self._double_loop and controller._integral is not held_integral:
+            self._integral_view[...] = controller._integral
 
         code = self._function(*self._arguments)
         if code >= len(FINISHED_STATUSES):
             return self._defer(self.library.statuses[code])
 
         out = self._out.copy()  # the output's arrays are views of this cycle's own copy
-        forces, pose_now, pose_error, saturated, phi = (out[s] for s in self._slices)
-        warm_start.advance(tuple(q.tolist()), tuple(phi.tolist()))
+        forces_at, pose_at, pose_error_at, saturated_at, phi_at = self._slices
+        phi = out[phi_at]
+        warm_start.advance(tuple(q.tolist()), tuple(phi.tolist()))  # as the C code advanced its state
         conditioning, constraint_conditioning, iterations, residual, position_norm, orientation_norm = out[
             self._scalars
         ].tolist()
-        status = FINISHED_STATUSES[code]
-        if status == "ok":
+        status = self._finished_statuses[code]
+        if code == 0:
             message = ""
-        elif status == "saturated":
+        elif code == 1:
             message = f"forces clamped at +-{controller.force_limit} N"
         else:
             message = (
@@ -276,22 +294,29 @@ class CompiledCycle:
                 f"{controller.settings.singularity.damping_threshold}: damped least squares"
             )
         if self._double_loop:
-            command, velocity_error, new_integral = (out[s] for s in self._loop_slices)
-            controller.desired_joint_velocity = command
-            controller._velocity_error = velocity_error
-            controller._integral = new_integral
+            command_at, velocity_error_at, integral_at = self._loop_slices
+            controller.desired_joint_velocity = out[command_at]
+            controller._velocity_error = out[velocity_error_at]
+            controller._integral = out[integral_at]
+        self._held = (
+            warm_start.last_q,
+            warm_start.last_phi,
+            warm_start.previous_q,
+            warm_start.previous_phi,
+            controller._integral if self._double_loop else None,
+        )
         self.finished += 1
-        self.last_status = status
+        self.last_status = status.value
         return self._output_type(
             t=t,
-            forces=forces,
-            status=self._status_type(status),
+            forces=out[forces_at],
+            status=status,
             message=message,
-            pose=pose_now,
-            pose_error=pose_error,
+            pose=out[pose_at],
+            pose_error=out[pose_error_at],
             position_error_norm=position_norm,
             orientation_error_norm=orientation_norm,
-            saturated=saturated != 0.0,
+            saturated=out[saturated_at].astype(bool),
             jacobian_conditioning=conditioning,
             constraint_conditioning=constraint_conditioning,
             fk_iterations=int(iterations),

@@ -7,11 +7,12 @@
  * hexapod_control/control/compiled_cycle.py. The Python controllers stay the reference and the fallback.
  *
  *   int hexapod_cycle_<controller>(const double q[6], const double qd[6], const double reference[18],
- *                                  const double state[24], const double settings[...],
+ *                                  double state[24], const double settings[...],
  *                                  const double parameters[31], double out[...])
  *
- * returns a status (hexapod_cycle_statuses, by index): ok, saturated and near_singular fill `out`;
- * every other status leaves the cycle to the Python controller. Layouts: the strings below.
+ * returns a status (hexapod_cycle_statuses, by index): ok, saturated and near_singular fill `out` and
+ * advance `state` (warm start, integrator); every other status leaves the cycle to the Python
+ * controller and `state` as it was. Layouts: the strings below.
  */
 
 #include <float.h>
@@ -388,36 +389,48 @@ static int cycle_forward_kinematics(const double *q, const double *state, const 
 }
 
 /* ------------------------------------------------------------------------------ linear algebra */
+/* The 15 column pairs of a Jacobi sweep in round-robin order: 5 rounds of 3 disjoint pairs. Each
+ * rotation is a chain of divisions and square roots; with consecutive pairs independent, the CPU
+ * overlaps three chains (measured 1.3 us per SVD instead of 2.3 us in the row-cyclic order). */
+static const int JACOBI_PAIRS[15][2] = {{0, 5}, {1, 4}, {2, 3}, {0, 4}, {5, 3}, {1, 2}, {0, 3}, {4, 2},
+                                        {5, 1}, {0, 2}, {3, 1}, {4, 5}, {0, 1}, {2, 5}, {3, 4}};
+
 /* One-sided Jacobi SVD of the row-major 6x6 `matrix`: matrix V = W with orthogonal columns
- * W_j = sigma_j u_j. Fills W, V (row-major) and sigma_j^2; 0 when it does not converge. */
+ * W_j = sigma_j u_j. Fills W, V (row-major; not accumulated when v is NULL, a third cheaper) and
+ * sigma_j^2; 0 when it does not converge. */
 static int cycle_svd(const double *matrix, double *w, double *v, double *sigma2)
 {
     memcpy(w, matrix, 36 * sizeof(double));
-    for (int k = 0; k < 36; ++k) {
-        v[k] = (k % 7 == 0) ? 1.0 : 0.0;
+    if (v != NULL) {
+        for (int k = 0; k < 36; ++k) {
+            v[k] = (k % 7 == 0) ? 1.0 : 0.0;
+        }
     }
     for (int sweep = 0; sweep < JACOBIAN_SWEEPS_MAX; ++sweep) {
         int rotated = 0;
-        for (int p = 0; p < N_ACTUATORS - 1; ++p) {
-            for (int r = p + 1; r < N_ACTUATORS; ++r) {
-                double alpha = 0.0, beta = 0.0, gamma = 0.0;
+        for (int pair = 0; pair < 15; ++pair) {
+            const int p = JACOBI_PAIRS[pair][0], r = JACOBI_PAIRS[pair][1];
+            double alpha = 0.0, beta = 0.0, gamma = 0.0;
+            for (int i = 0; i < N_ACTUATORS; ++i) {
+                const double wp = w[6 * i + p], wr = w[6 * i + r];
+                alpha += wp * wp;
+                beta += wr * wr;
+                gamma += wp * wr;
+            }
+            if (!(fabs(gamma) > DBL_EPSILON * sqrt(alpha * beta))) {
+                continue; /* columns p and r already orthogonal to working precision */
+            }
+            rotated = 1;
+            const double zeta = (beta - alpha) / (2.0 * gamma);
+            const double t = copysign(1.0, zeta) / (fabs(zeta) + sqrt(1.0 + zeta * zeta));
+            const double c = 1.0 / sqrt(1.0 + t * t), s = c * t;
+            for (int i = 0; i < N_ACTUATORS; ++i) {
+                const double wp = w[6 * i + p], wr = w[6 * i + r];
+                w[6 * i + p] = c * wp - s * wr;
+                w[6 * i + r] = s * wp + c * wr;
+            }
+            if (v != NULL) {
                 for (int i = 0; i < N_ACTUATORS; ++i) {
-                    const double wp = w[6 * i + p], wr = w[6 * i + r];
-                    alpha += wp * wp;
-                    beta += wr * wr;
-                    gamma += wp * wr;
-                }
-                if (!(fabs(gamma) > DBL_EPSILON * sqrt(alpha * beta))) {
-                    continue; /* columns p and r already orthogonal to working precision */
-                }
-                rotated = 1;
-                const double zeta = (beta - alpha) / (2.0 * gamma);
-                const double t = copysign(1.0, zeta) / (fabs(zeta) + sqrt(1.0 + zeta * zeta));
-                const double c = 1.0 / sqrt(1.0 + t * t), s = c * t;
-                for (int i = 0; i < N_ACTUATORS; ++i) {
-                    const double wp = w[6 * i + p], wr = w[6 * i + r];
-                    w[6 * i + p] = c * wp - s * wr;
-                    w[6 * i + r] = s * wp + c * wr;
                     const double vp = v[6 * i + p], vr = v[6 * i + r];
                     v[6 * i + p] = c * vp - s * vr;
                     v[6 * i + r] = s * vp + c * vr;
@@ -556,7 +569,7 @@ static int cycle_begin(const double *q, const double *qd, const double *referenc
     }
     memcpy(jacobian->analytic, terms + TERMS_ANALYTIC, sizeof jacobian->analytic);
     memcpy(jacobian->convective, terms + TERMS_CONVECTIVE, sizeof jacobian->convective);
-    if (!cycle_svd(jacobian->analytic, jacobian->svd_w, jacobian->svd_v, jacobian->sigma2)) {
+    if (!cycle_svd(jacobian->analytic, jacobian->svd_w, NULL, jacobian->sigma2)) {
         return STATUS_SVD_NOT_CONVERGED;
     }
     double smallest2 = jacobian->sigma2[0], largest2 = jacobian->sigma2[0];
@@ -579,6 +592,8 @@ static int cycle_begin(const double *q, const double *qd, const double *referenc
         const double damping = settings[SETTING_MAX_DAMPING] * sigma_max;
         const double ratio = conditioning / settings[SETTING_DAMPING_THRESHOLD];
         jacobian->damping2 = damping * damping * (1.0 - ratio * ratio);
+        /* The same rotations again, now accumulating V for the damped inverse. */
+        cycle_svd(jacobian->analytic, jacobian->svd_w, jacobian->svd_v, jacobian->sigma2);
     }
     /* xi_err = xi_d - xi, the Euler angles wrapped to (-pi, pi] (wrap_angle). */
     double *pose = out + OUT_POSE, *pose_error = out + OUT_POSE_ERROR;
@@ -624,9 +639,24 @@ static double cycle_sign(double x)
     return (double)((x > 0.0) - (x < 0.0));
 }
 
+/* KinematicState.advance after a finished cycle: the last solution becomes the previous one when q moved. */
+static void cycle_advance(const double *q, const double *phi, double *state)
+{
+    int moved = 0;
+    for (int k = 0; k < N_ACTUATORS; ++k) {
+        moved |= q[k] != state[STATE_LAST_Q + k];
+    }
+    if (moved) {
+        memcpy(state + STATE_PREVIOUS_Q, state + STATE_LAST_Q, 6 * sizeof(double));
+        memcpy(state + STATE_PREVIOUS_PHI, state + STATE_LAST_PHI, 3 * sizeof(double));
+    }
+    memcpy(state + STATE_LAST_Q, q, 6 * sizeof(double));
+    memcpy(state + STATE_LAST_PHI, phi, 3 * sizeof(double));
+}
+
 /* ------------------------------------------------------------------------------ the controllers */
 /* DoubleLoopController: nu_d = J_A^-1 (xi_d_dot + K xi_err), tau = K_p (nu_d - q_dot) + K_i integral. */
-int hexapod_cycle_double_loop(const double *q, const double *qd, const double *reference, const double *state,
+int hexapod_cycle_double_loop(const double *q, const double *qd, const double *reference, double *state,
                               const double *settings, const double *parameters, double *out)
 {
     CycleJacobian jacobian;
@@ -661,12 +691,14 @@ int hexapod_cycle_double_loop(const double *q, const double *qd, const double *r
         const double rate = winding ? 0.0 : error[k];
         out[OUT_INTEGRAL + k] = integral[k] + settings[SETTING_PERIOD] * rate;
     }
+    cycle_advance(q, jacobian.phi, state);
+    memcpy(state + STATE_INTEGRAL, out + OUT_INTEGRAL, 6 * sizeof(double));
     return status;
 }
 
 /* ComputedTorqueController: q_dd = J_A^-1 (xi_d_ddot + K_V (xi_d_dot - J_A q_dot) + K_P xi_err - J_A_dot q_dot),
  * tau = M_bar q_dd + C_bar q_dot + g_bar. */
-int hexapod_cycle_computed_torque(const double *q, const double *qd, const double *reference, const double *state,
+int hexapod_cycle_computed_torque(const double *q, const double *qd, const double *reference, double *state,
                                   const double *settings, const double *parameters, double *out)
 {
     CycleJacobian jacobian;
@@ -695,5 +727,9 @@ int hexapod_cycle_computed_torque(const double *q, const double *qd, const doubl
     if (!cycle_all_finite(unclamped, 6)) {
         return STATUS_SINGULAR_TERMS; /* ReducedDynamics reports a non-finite term as singular */
     }
-    return cycle_finish(unclamped, settings, &jacobian, out);
+    status = cycle_finish(unclamped, settings, &jacobian, out);
+    if (status <= STATUS_NEAR_SINGULAR) {
+        cycle_advance(q, jacobian.phi, state);
+    }
+    return status;
 }
