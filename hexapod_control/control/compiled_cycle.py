@@ -130,14 +130,18 @@ def _load(choice: str) -> CycleLibrary | None:
     return CycleLibrary(terms.LIBRARY, terms.LIBRARY_PATH)
 
 
-def attach(controller, choice: str | None = None) -> CompiledCycle | None:
-    """The compiled cycle of ``controller``, or None when its updates are to run in Python."""
+def attach(controller, choice: str | None, output_type: type, status_type: type) -> CompiledCycle | None:
+    """The compiled cycle of ``controller``, or None when its updates are to run in Python.
+
+    ``output_type`` and ``status_type`` are the controllers' ControlOutput and ControlStatus (given,
+    as controllers.py imports this module).
+    """
     library = cycle_library(choice)
     if library is None:
         return None
     if controller.name not in library.functions:
         raise CompilationError(f"{library.path} has no cycle for the {controller.name} controller")
-    return CompiledCycle(controller, library)
+    return CompiledCycle(controller, library, output_type, status_type)
 
 
 class CompiledCycle:
@@ -147,14 +151,11 @@ class CompiledCycle:
     of the C code), and ``last_status`` is the status of the latest call.
     """
 
-    def __init__(self, controller, library: CycleLibrary):
-        # Imported here: controllers.py imports this module.
-        from hexapod_control.control.controllers import ControlOutput, ControlStatus
-
+    def __init__(self, controller, library: CycleLibrary, output_type: type, status_type: type):
         self.controller = controller
         self.library = library
-        self._output_type = ControlOutput
-        self._finished_statuses = tuple(ControlStatus(name) for name in FINISHED_STATUSES)
+        self._output_type = output_type
+        self._finished_statuses = tuple(status_type(name) for name in FINISHED_STATUSES)
         self._function = library.functions[controller.name]
         self._double_loop = controller.name == "double_loop"
         self._q, self._qd = np.zeros(6), np.zeros(6)

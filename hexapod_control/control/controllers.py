@@ -156,7 +156,7 @@ class OperationalSpaceController:
         available. The C cycle defers every safe output and FK continuation to the Python code, so
         both give the same outputs (see compiled_cycle.py). Returns the choice in effect.
         """
-        self._cycle = compiled_cycle.attach(self, choice)
+        self._cycle = compiled_cycle.attach(self, choice, ControlOutput, ControlStatus)
         return self.cycle_backend
 
     @property
