@@ -1,6 +1,6 @@
 """The main job: both controllers on the thesis 6.5 trajectory, recorded, evaluated, reported.
 
-    python -m hexapod_control.main_job [--duration 30] [--backend embedded|mujoco]
+    python -m hexapod_control.main_job [--duration 30] [--backend embedded|mujoco] [--loop-delay N]
                                        [--transport direct|ros] [--output DIR] [--storage mcap|sqlite3]
 
 For each controller (double loop, computed torque) the simulated robot runs the operational-space
@@ -10,10 +10,17 @@ writes ``report.md`` with the plots and a comparison table. Everything lands in 
 ``<recording.output_directory>/<timestamp>/`` by default, printed at the start and the end.
 Progress goes to stderr, one line per simulated second.
 
+The loop closes as it does on the robot: the plant applies each force ``simulation.loop_delay``
+periods after the joint state it answers (1 by default, jitter and drops optional;
+``simulation/delay.py``), and the controllers compensate the delay as ``controllers.delay_compensation``
+says. ``--loop-delay N`` overrides the periods (0 = the old lockstep, where a force acts from the
+stamp of its state) through an overlay parameters file written to the output folder, so both
+transports and the evaluation read the same parameters. The report states the delay.
+
 Transports (how the stack runs; both write the same topics, types and stamps):
 
 * ``direct`` (default): the ROS-free lockstep loop (``simulation/lockstep.py``) in this process:
-  the plant (``simulation.make_plant``), the trajectory sampled at each control instant and the
+  the plant (``simulation.make_plant`` behind its loop delay), the trajectory sampled at each control instant and the
   controller node's logic (``control/loop.py``: supervisor, controller with the ``simulated_plant``
   gain set, armed at the first joint state like ``arm_on_start``, FK pose, diagnostics). Each step's
   record is serialized to the CDR messages the nodes publish and written with the recorder's
@@ -28,6 +35,7 @@ Transports (how the stack runs; both write the same topics, types and stamps):
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -51,10 +59,17 @@ from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.trajectories import make_trajectory
 from hexapod_control.errors import HexapodError
 from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.model.parameters import STORAGE_FORMATS, default_parameters_path, load_parameters
+from hexapod_control.model.parameters import (
+    EXTENDS_KEY,
+    ROOT_KEY,
+    STORAGE_FORMATS,
+    default_parameters_path,
+    load_parameters,
+)
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
 from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.simulation import BACKENDS, make_plant
+from hexapod_control.simulation.delay import with_loop_delay
 from hexapod_control.simulation.lockstep import LockstepLoop, LoopRecord
 
 TRAJECTORY = "operational_space"  # thesis 6.5
@@ -91,7 +106,7 @@ def run_direct(params_file: str, controller_name: str, backend: str, duration: f
     parameters = load_parameters(params_file)
     names = parameters.ros
     model = HexapodModel(parameters)  # one model; each component keeps its own FK warm start
-    plant = make_plant(backend, parameters)
+    plant = with_loop_delay(make_plant(backend, parameters), parameters.simulation)
     plant.reset(np.full(6, parameters.home_actuator_position))
     # The simulated stacks' gain set: the thesis K_p is unstable on the rigid-body plant without
     # rotor inertia (config: controllers.double_loop.simulated_plant).
@@ -200,6 +215,31 @@ def run_ros(params_file: str, controller_name: str, backend: str, duration: floa
 
 
 # ------------------------------------------------------------------------------------------ main
+def write_loop_delay_overlay(folder: Path, params_file: str, periods: int) -> str:
+    """An overlay of ``params_file`` with ``simulation.loop_delay.periods`` set, in ``folder``; its path."""
+    overlay = folder / "parameters.yaml"
+    overlay.write_text(
+        f"# main job --loop-delay {periods}: {params_file} with the loop delay changed\n"
+        f"{EXTENDS_KEY}: {json.dumps(str(Path(params_file).resolve()))}\n"
+        f"{ROOT_KEY}:\n  simulation:\n    loop_delay:\n      periods: {periods}\n"
+    )
+    return str(overlay)
+
+
+def loop_delay_line(parameters) -> str:
+    """The report's sentence on the loop delay and its compensation."""
+    delay, compensation = parameters.simulation.loop_delay, parameters.controllers.delay_compensation
+    line = (f"Loop delay: each force acts {delay.periods} period(s) after the joint state it answers"
+            + (f", jitter {delay.jitter_periods:g} period(s)" if delay.jitter_periods else "")
+            + (f", {100 * delay.drop_probability:g} % of the commands lost" if delay.drop_probability else "")
+            + " (`simulation.loop_delay`). ")
+    if compensation.predictor == "none":
+        return line + "The controllers do not compensate it (`controllers.delay_compensation.predictor: none`)."
+    assumed = (f"estimated online from {compensation.delay_periods} period(s) on" if compensation.estimate
+               else f"taken as {compensation.delay_periods} period(s)")
+    return line + f"The controllers act on the model's prediction of the state when their force applies, the delay {assumed}."
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m hexapod_control.main_job",
@@ -214,6 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--transport", choices=TRANSPORTS, default="direct",
                         help="direct: lockstep without middleware (fast); ros: the ROS nodes over DDS (default: %(default)s)")
     parser.add_argument("--params", help="parameters YAML (default: config/hexapod.yaml)")
+    parser.add_argument("--loop-delay", type=int, metavar="N",
+                        help="periods from a joint state to the force answering it acting on the plant "
+                        "(default: simulation.loop_delay.periods; 0 = lockstep)")
     parser.add_argument("--storage", choices=STORAGE_FORMATS, help="bag storage (default: recording.storage)")
     parser.add_argument("-o", "--output", help="output folder (default: <recording.output_directory>/<timestamp>)")
     parser.add_argument("--no-model-check", action="store_true", help="skip the inverse-dynamics model check")
@@ -224,6 +267,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     if not (math.isfinite(args.duration) and args.duration > 0.0):
         print(f"{PROG}: --duration must be a positive number of seconds, got {args.duration}", file=sys.stderr)
+        return 1
+    if args.loop_delay is not None and args.loop_delay < 0:
+        print(f"{PROG}: --loop-delay must be a whole number of periods >= 0, got {args.loop_delay}", file=sys.stderr)
         return 1
     from hexapod_control.evaluation.cli import evaluate_bags, summary_line
 
@@ -237,6 +283,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         if folder.exists() and any(folder.iterdir()):
             raise HexapodError(f"output folder {folder} exists and is not empty")
         (folder / "bags").mkdir(parents=True, exist_ok=True)
+        if args.loop_delay is not None:
+            params_file = write_loop_delay_overlay(folder, params_file, args.loop_delay)
+            parameters = load_parameters(params_file)
     except (HexapodError, OSError) as error:
         print(f"{PROG}: {' '.join(str(error).split())}", file=sys.stderr)
         return 1
@@ -247,6 +296,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"Main job: thesis 6.5 trajectory, {args.duration:g} s simulated per controller, `{args.backend}` plant, "
         f"`{args.transport}` transport, `{storage}` bags, parameters `{params_file}`."
     )
+    preamble.append("")
+    preamble.append(loop_delay_line(parameters))
     preamble.append("")
     preamble.append("| controller | steps | simulated [s] | wall [s] | supervisor at the end | problem |")
     preamble.append("|---|---:|---:|---:|---|---|")

@@ -273,8 +273,9 @@ def test_model_check_needs_a_full_window(run, tmp_path):
 
 # ------------------------------------------------------------------------------------------ replay
 def controller_forces(name: str, run: SyntheticRun) -> np.ndarray:
-    """What the controller node computes: reset at the first state, then update per joint state."""
-    controller = make_controller(name, HexapodModel(PARAMETERS))
+    """What the controller node computes: reset at the first state, then update per joint state
+    (with the loop's delay compensation, as the node's control loop builds it)."""
+    controller = make_controller(name, HexapodModel(PARAMETERS), delay_compensation=PARAMETERS.controllers.delay_compensation)
     controller.reset(run.t[0], run.q[0], run.qd[0])
     return np.array([
         controller.update(run.t[k], run.q[k], run.qd[k], Reference(run.t[k], r.pose, r.velocity, r.acceleration)).forces

@@ -278,7 +278,9 @@ class ControllerProbe:
 
 
 def test_controller_node_arms_controls_and_stops_on_stale_joint_states(make_node, executor, tmp_path):
-    node = make_node(ControllerNode, controller="computed_torque", params_file=variant_file(tmp_path, HAND_FED_SAFETY))
+    # Hand-fed states stay at home whatever the forces: the bare law, no prediction of their motion.
+    bare_law = variant_file(tmp_path, HAND_FED_SAFETY, lambda h: h["controllers"]["delay_compensation"].update(predictor="none"))
+    node = make_node(ControllerNode, controller="computed_torque", params_file=bare_law)
     io = ControllerProbe(make_node, executor, node)
     home = home_pose(HexapodModel(PARAMETERS))
 
@@ -388,8 +390,10 @@ def test_reference_conversion_rejects_malformed_messages(edit, words):
 
 
 # ------------------------------------------------------------------------------------------ simulator node
-def test_simulator_node_steps_in_lockstep_and_ignores_malformed_commands(make_node, executor):
-    node = make_node(SimulatorNode, backend="embedded", stepping="lockstep")
+def test_simulator_node_steps_in_lockstep_and_ignores_malformed_commands(make_node, executor, tmp_path):
+    # Without the loop delay a command acts on the very next step (simulation/delay.py tests the delay).
+    no_delay = variant_file(tmp_path, edit=lambda h: h["simulation"]["loop_delay"].update(periods=0))
+    node = make_node(SimulatorNode, backend="embedded", stepping="lockstep", params_file=no_delay)
     probe = make_node.probe()
     states, clocks = [], []
     commands = probe.create_publisher(Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS)

@@ -12,10 +12,12 @@ PARAMS = str(default_parameters_path())
 # Long enough for the joint-space trajectory (6.82) to ramp up (s = 1 - exp(-t^3) is 0.97 at
 # 1.5 s) and drive all six sliders at up to ~0.2 m/s; short enough for a shared 2-core machine.
 TRACKING_DURATION_S = 1.5
-# Computed torque on the plant of the same reduced model: only the discrete-time step remains,
-# which the 1 kHz loop with the thesis gains keeps below a micrometre. Regression bounds about 3x
-# the measured maxima (6.7e-7 m, 2.6e-6 rad; the lockstep run is deterministic).
-COMPUTED_TORQUE_POSITION_ERROR_M = 2e-6
+# Computed torque on the plant of the same reduced model, with the shipped one-period loop delay
+# compensated: the largest position error is the start, where the drives hold zero force for the
+# first period and the platform sinks before the first force arrives (without the delay the
+# discrete-time step alone left 6.7e-7 m). Regression bounds about 3x the measured maxima
+# (6.3e-6 m, 1.7e-6 rad; the lockstep run is deterministic).
+COMPUTED_TORQUE_POSITION_ERROR_M = 2e-5
 COMPUTED_TORQUE_ORIENTATION_ERROR_RAD = 6e-6
 DETERMINISM_DURATION_S = 0.1
 

@@ -60,6 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hexapod_control.control import compiled_cycle
+from hexapod_control.control.delay_compensation import compensated
 from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import (
     AssemblyError,
@@ -69,7 +70,7 @@ from hexapod_control.errors import (
     SingularityError,
 )
 from hexapod_control.model.hexapod import JOINT_NAMES, HexapodModel
-from hexapod_control.model.parameters import GAIN_SETS, ControllerSettings
+from hexapod_control.model.parameters import GAIN_SETS, ControllerSettings, DelayCompensationSettings
 from hexapod_control.model.rotations import wrap_angle
 from hexapod_control.model.validation import as_vector
 
@@ -379,13 +380,21 @@ _CONTROLLERS = {"double_loop": DoubleLoopController, "computed_torque": Computed
 
 
 def make_controller(
-    name: str, model: HexapodModel, settings: ControllerSettings | None = None, gain_set: str = "robot"
+    name: str, model: HexapodModel, settings: ControllerSettings | None = None, gain_set: str = "robot",
+    delay_compensation: DelayCompensationSettings | None = None,
 ):
     """A controller by name ("double_loop" or "computed_torque"), configured from the model's YAML.
 
     Without ``settings``, they are the model's ``parameters.controllers``; ``gain_set`` is "robot"
     for the hardware, "simulated_plant" for the simulators (see DoubleLoopSettings.velocity_gains).
+    ``delay_compensation`` (e.g. ``settings.delay_compensation``, which the control loop passes)
+    wraps the law in the model-based delay compensation of
+    :mod:`hexapod_control.control.delay_compensation`; None, or predictor ``none``, gives the bare
+    law, whose force is meant to act from the stamp of the state it answers.
     """
     if name not in _CONTROLLERS:
         raise InvalidInputError(f"unknown controller {name!r}; expected one of {list(CONTROLLER_NAMES)}")
-    return _CONTROLLERS[name](model, settings, gain_set)
+    controller = _CONTROLLERS[name](model, settings, gain_set)
+    if delay_compensation is None or delay_compensation.predictor == "none":
+        return controller
+    return compensated(controller, model, delay_compensation)

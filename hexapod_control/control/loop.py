@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from hexapod_control.control.controllers import ControlStatus, make_controller
+from hexapod_control.control.delay_compensation import DelayCompensatedController
 from hexapod_control.control.safety import Action, Decision, SafetySupervisor, SupervisorState
 from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import HexapodError
@@ -111,7 +112,10 @@ class ControlLoop:
         self.model = model
         self.controller_name = controller_name
         self.joint_names = parameters.ros.joint_names
-        self.controller = make_controller(controller_name, model, gain_set=gain_set)
+        # The loop's delay from controllers.delay_compensation: the controller acts on the state
+        # predicted for when its force applies (control/delay_compensation.py).
+        self.controller = make_controller(controller_name, model, gain_set=gain_set,
+                                          delay_compensation=parameters.controllers.delay_compensation)
         self.supervisor = SafetySupervisor(model, parameters.safety, self.joint_names)
         self.arm_on_start = arm_on_start
         self.throttle = DiagnosticThrottle(parameters.safety.diagnostics_period)
@@ -143,6 +147,8 @@ class ControlLoop:
             self.arm(now)
         decision = self.supervisor.command(now, self.controller.update)
         self.last_decision = decision
+        if isinstance(self.controller, DelayCompensatedController):
+            self.controller.commanded(stamp, decision.forces)  # in flight, whoever decided them
         pose = None
         if feedback is not None:
             try:

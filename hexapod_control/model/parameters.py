@@ -95,6 +95,7 @@ PositiveVector6 = Annotated[tuple[Positive, ...], Field(min_length=6, max_length
 Waveform = Literal["sin", "cos"]
 AntiWindup = Literal["conditional_integration", "none"]
 GainSet = Literal["robot", "simulated_plant"]
+DelayPredictor = Literal["model", "none"]
 EmbeddedIntegrator = Literal["semi_implicit_euler", "rk4"]
 MujocoIntegrator = Literal["Euler", "implicit", "implicitfast", "RK4"]
 MujocoSolver = Literal["Newton", "CG", "PGS"]
@@ -289,11 +290,37 @@ def _whole_hertz(value: float) -> float:
     return value
 
 
+class DelayCompensationSettings(_Section):
+    """The loop delay the controllers compensate (control/delay_compensation.py)."""
+
+    predictor: DelayPredictor = Field(
+        description="model: act on the state the model predicts for when the force applies; none: on the measured state"
+    )
+    delay_periods: Count = Field(
+        description="control periods from a joint state's stamp to the moment the force answering it acts "
+        "(the start value when estimated)"
+    )
+    estimate: Annotated[bool, Strict()] = Field(
+        description="follow the delay the measured motion shows (which past command explains each period's acceleration)"
+    )
+    max_delay_periods: Count = Field(description="the longest delay the estimator considers [control periods]")
+    estimator_time_constant: Positive = Field(description="memory of the estimator's misfits [s]")
+
+    @model_validator(mode="after")
+    def _within_range(self) -> DelayCompensationSettings:
+        if self.estimate and self.delay_periods > self.max_delay_periods:
+            raise _Invalid(
+                "delay_periods", f"{self.delay_periods} exceeds max_delay_periods {self.max_delay_periods}"
+            )
+        return self
+
+
 class ControllerSettings(_Section):
     rate: Annotated[Positive, AfterValidator(_whole_hertz)] = Field(description="control loop rate [Hz]")
     singularity: SingularitySettings
     double_loop: DoubleLoopSettings
     computed_torque: ComputedTorqueSettings
+    delay_compensation: DelayCompensationSettings
 
     @property
     def period(self) -> float:
@@ -308,6 +335,16 @@ class SensorSettings(_Section):
     encoder_resolution: NonNegative = Field(description="quantisation step of the measured q, 0 = none [m]")
     noise_std: NonNegative = Field(description="standard deviation of white noise on the measured q, 0 = none [m]")
     delay_steps: Count = Field(description="measurement delay [plant steps]")
+
+
+class LoopDelaySettings(_Section):
+    """Transport delay of the simulated loop (simulation/delay.py); all zero = lockstep."""
+
+    periods: Count = Field(description="plant steps from a joint state to the moment the force answering it acts")
+    jitter_periods: NonNegative = Field(
+        description="extra latency of each command: floor(u) more steps, u uniform in [0, this + 1)"
+    )
+    drop_probability: Annotated[NonNegative, Field(lt=1.0)] = Field(description="chance that a command is lost, in [0, 1)")
 
 
 class EmbeddedSettings(_Section):
@@ -346,8 +383,9 @@ class MujocoSettings(_Section):
 
 class SimulationSettings(_Section):
     rate: Positive = Field(description="plant step rate = control rate [Hz]")
-    seed: Count = Field(description="seed of the simulated sensor noise")
+    seed: Count = Field(description="seed of the simulated sensor noise and of the loop delay's jitter and drops")
     sensor: SensorSettings
+    loop_delay: LoopDelaySettings
     embedded: EmbeddedSettings
     mujoco: MujocoSettings
 

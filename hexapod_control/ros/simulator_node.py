@@ -12,7 +12,7 @@ Parameters  ``params_file``; ``backend`` = embedded | mujoco (hexapod_control.si
 Stepping (the plant step is 1/``simulation.rate``):
 
 * ``lockstep`` (default): after publishing a state the node waits for the next force command and
-  then advances one step. The simulation is as fast as the stack allows and exactly as slow as
+  then advances one step; the command acts ``simulation.loop_delay`` steps later (simulation/delay.py). The simulation is as fast as the stack allows and exactly as slow as
   the controller, so no command is ever late; nodes in other processes see a consistent /clock.
   A state that got no answer within ``LOCKSTEP_RESEND_PERIOD_S`` of wall time (startup
   discovery, a lost message) is published again, unchanged, rather than stepping without a command;
@@ -54,6 +54,7 @@ from hexapod_control.ros.common import (
 )
 from hexapod_control.ros.conventions import TOPICS, effort_array
 from hexapod_control.simulation import BACKENDS, make_plant
+from hexapod_control.simulation.delay import with_loop_delay
 
 NODE_NAME = "hexapod_simulator"
 STEPPING_MODES = ("lockstep", "realtime", "external")  # external: the owner calls advance() (one-process stack)
@@ -73,6 +74,10 @@ class SimulatorNode(Node):
         self.backend = declare_choice(self, "backend", "embedded", BACKENDS, "simulated plant")
         self.stepping = declare_choice(self, "stepping", "lockstep", STEPPING_MODES, "how the plant time advances")
         self.plant = make_plant(self.backend, parameters)
+        if self.stepping != "realtime":
+            # Stepped once per command, the plant models the transport delay the real loop has
+            # (simulation.loop_delay); in realtime the delay is the middleware's own.
+            self.plant = with_loop_delay(self.plant, parameters.simulation)
         self.plant.reset(np.full(6, parameters.home_actuator_position))
         self.forces = np.zeros(6)  # last valid command [N]
         self.commands_received = 0  # every command, valid or not (lockstep answers)

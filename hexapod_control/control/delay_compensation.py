@@ -1,0 +1,246 @@
+"""Delay compensation: a controller acts on the state predicted for the moment its force applies.
+
+A force computed from the joint state stamped t_k acts from t_k + d h on, d control periods h
+later (the transport delay: the answer crosses DDS and the effort controller writes the last
+command it holds at its next update; see simulation/delay.py). Until then the forces already in
+flight act: the commands answering the states t_{k-d} .. t_{k-1}. A controller that feeds back the
+measured state reacts d periods late, which at the shipped gains is unstable from d = 2 on (both
+controllers then bang between the force limits).
+
+:class:`DelayCompensatedController` wraps either controller (same ``reset``/``update`` interface):
+
+1. forward kinematics of the measured q gives phi (and the measured pose it reports);
+2. d semi-implicit Euler steps of the control period integrate the model's forward dynamics,
+   q_dd = M_bar^-1 (tau - C_bar q_d - g_bar), from the measured (q, q_d) under the forces in flight
+   (each clamped to the force limit, as the drives clamp it), to the state at t_k + d h;
+3. the reference is carried to the same instant by its own derivatives (second order: the pose
+   error this leaves is |jerk| (d h)^3 / 6, ~1e-12 m for the 6.5 trajectory at d = 3);
+4. the wrapped controller computes the force for that state and reference.
+
+With an exact model the prediction is exact and the loop behaves as the delay-free one; a model
+error enters only through d periods of prediction. The period h is the median spacing of the
+recent joint-state stamps (the nominal period until two have arrived), so a rate that differs
+from ``controllers.rate`` does not skew the horizon. The forces in flight are the commands the
+wrapper returned, unless the caller reports what was really sent with :meth:`commanded` (the
+control loop does: a safety supervisor may hold or zero instead). A command is taken to act from
+its state's stamp + d h; before any command the drives hold zero, as an effort controller does.
+
+Delay estimation (``estimate``, :class:`DelayEstimator`). The delay need not be known: the
+motion says it. Over each period the measured velocity change, pushed through the model's inverse
+dynamics at the previous state, is the force that acted; the command that matches it best, among
+those sent 0..``max_delay_periods`` periods earlier, names the delay. A loop starting from rest
+identifies it within delay + 1 periods (the first command's step away from the zero the drives
+held); later a wrong estimate would make the loop ring, and ringing commands are told apart at
+once. Jitter and lost commands blur the misfits but measured here never the choice's effect.
+
+The output is the wrapped controller's (forces, status, conditioning), except that ``pose`` and the
+pose errors are those of the measured state against the reference at its stamp: what diagnostics
+and the pose topic report is the robot's tracking, not the prediction. If the prediction itself
+fails (its forward kinematics does not converge), the controller acts on the measured state for
+that step and says so in ``message``; invalid input goes to the wrapped controller unchanged, which
+answers it with its safe output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import deque
+
+import numpy as np
+
+from hexapod_control.control.trajectories import Reference
+from hexapod_control.errors import HexapodError
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.model.parameters import DelayCompensationSettings
+from hexapod_control.model.rotations import wrap_angle
+
+# Joint-state spacings the period estimate is the median of: a dropped state (a 2 h gap) or a
+# late one moves the median not at all.
+PERIOD_WINDOW = 15
+# A command acts from its stamp + d h; stamps within half a period count as the same instant.
+STAMP_TOLERANCE = 0.5  # [periods]
+
+
+class DelayEstimator:
+    """Which delay the measured motion says the forces act with (module doc, "Delay estimation").
+
+    Each new joint state k gives the force that acted over the last period,
+    f_k = M_bar a + C_bar q_d + g_bar at the previous state with a = (q_d,k - q_d,k-1) / h
+    (exact for a plant that steps as the model does), and each hypothesis delta in 0..``max_periods``
+    names the command that should have acted then. The squared misfits are averaged with the time
+    constant ``time_constant``; the estimate moves to the best hypothesis only when its misfit is
+    below ``SWITCH_RATIO`` times the current one's, so that equal misfits (a steady loop, where
+    consecutive commands hardly differ) never make it wander.
+    """
+
+    SWITCH_RATIO = 0.5
+
+    def __init__(self, initial_periods: int, max_periods: int, time_constant: float):
+        self.periods = initial_periods
+        self.max_periods = max_periods
+        self.time_constant = time_constant
+        self.misfits = np.zeros(max_periods + 1)
+        self.changes = 0  # how often the estimate moved
+
+    def update(self, applied: np.ndarray, candidates: list[np.ndarray], period: float) -> int:
+        """Take the force that acted over the last period and each hypothesis' command; the estimate."""
+        forgetting = math.exp(-period / self.time_constant)
+        misfits = np.array([float(np.sum((applied - command) ** 2)) for command in candidates])
+        self.misfits = forgetting * self.misfits + (1.0 - forgetting) * misfits
+        best = int(np.argmin(self.misfits))
+        if self.misfits[best] < self.SWITCH_RATIO * self.misfits[self.periods]:
+            self.periods = best
+            self.changes += 1
+        return self.periods
+
+
+class DelayCompensatedController:
+    """``controller`` acting on the state predicted ``delay_periods`` periods ahead (module doc).
+
+    With ``estimator`` the delay starts at ``delay_periods`` and follows the estimator's.
+    """
+
+    def __init__(self, controller, model: HexapodModel, delay_periods: int, period: float | None = None,
+                 estimator: DelayEstimator | None = None):
+        if delay_periods < 0 or delay_periods != int(delay_periods):
+            raise ValueError(f"delay_periods must be a whole number >= 0, got {delay_periods!r}")
+        self.controller = controller
+        self.name = controller.name
+        self.model = model
+        self.delay_periods = int(delay_periods)
+        self.estimator = estimator
+        self.nominal_period = period if period is not None else controller.period
+        self.force_limit = model.parameters.limits.actuator_force_max
+        self.measured_state = model.create_state()  # FK warm start of the measured q
+        self.predicted_state = model.create_state()  # and of the predicted ones
+        longest = max(self.delay_periods, estimator.max_periods if estimator else 0)
+        # The commands of the longest delay in flight, the one acting before them and the new one.
+        self._sent: deque[tuple[float, np.ndarray]] = deque(maxlen=longest + 2)
+        self._spacings: deque[float] = deque(maxlen=PERIOD_WINDOW)
+        self._last_stamp: float | None = None
+        self._last_measurement: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None  # t, q, q_d, phi
+        self.prediction: tuple[np.ndarray, np.ndarray] | None = None  # (q, q_d) of the last update
+
+    # -------------------------------------------------------------- interface
+    def reset(self, t: float, q, qd) -> None:
+        """Reset the wrapped controller; the forces in flight stay (the drives still apply them)."""
+        self.controller.reset(t, q, qd)
+        self.measured_state.reset()
+        self.predicted_state.reset()
+
+    def update(self, t: float, q, qd, reference: Reference):
+        try:
+            t, q, qd = float(t), np.array(q, dtype=float), np.array(qd, dtype=float)
+            valid = math.isfinite(t) and q.shape == qd.shape == (6,) and np.all(np.isfinite(q)) and np.all(np.isfinite(qd))
+        except (TypeError, ValueError):
+            valid = False
+        if not valid:
+            return self.controller.update(t, q, qd, reference)  # its safe output names the problem
+        period = self._period(t)
+        try:
+            fk = self.model.forward_kinematics(q, self.measured_state)
+        except HexapodError:
+            return self._record(t, self.controller.update(t, q, qd, reference))  # fails the same way
+        if self.estimator is not None:
+            self._estimate(t, q, qd, fk.phi, period)
+        horizon = self.delay_periods * period
+        note = ""
+        try:
+            q_ahead, qd_ahead = self._predict(t, q, qd, fk.phi, period)
+            self.prediction = (q_ahead, qd_ahead)
+            ahead = extrapolated_reference(reference, horizon)
+        except (HexapodError, AttributeError, TypeError, ValueError) as error:
+            q_ahead, qd_ahead, ahead = q, qd, reference
+            self.prediction, note = None, f"delay compensation off for this step: {error}"
+        output = self.controller.update(t, q_ahead, qd_ahead, ahead)
+        if output.safe_output:
+            return self._record(t, output)
+        pose_error = np.asarray(reference.pose, dtype=float) - fk.pose
+        pose_error[3:] = wrap_angle(pose_error[3:])
+        return self._record(t, dataclasses.replace(
+            output,
+            pose=fk.pose,
+            pose_error=pose_error,
+            position_error_norm=float(np.linalg.norm(pose_error[:3])),
+            orientation_error_norm=float(np.linalg.norm(pose_error[3:])),
+            message="; ".join(m for m in (output.message, note) if m),
+        ))
+
+    def commanded(self, t: float, forces) -> None:
+        """The forces really sent in answer to the state stamped ``t`` (replaces this wrapper's own)."""
+        forces = np.clip(np.asarray(forces, dtype=float), -self.force_limit, self.force_limit)
+        if self._sent and self._sent[-1][0] == t:
+            self._sent.pop()
+        self._sent.append((t, forces))
+
+    @property
+    def period(self) -> float:
+        return self.controller.period
+
+    def __getattr__(self, name: str):
+        # The wrapped controller's own state (integral, gains, ...) reads through.
+        if name == "controller":
+            raise AttributeError(name)
+        return getattr(self.controller, name)
+
+    # -------------------------------------------------------------- prediction
+    def _period(self, t: float) -> float:
+        """The median spacing of the recent joint-state stamps (the nominal period before two)."""
+        if self._last_stamp is not None and t > self._last_stamp:
+            self._spacings.append(t - self._last_stamp)
+        self._last_stamp = t
+        return float(np.median(self._spacings)) if self._spacings else self.nominal_period
+
+    def _in_flight(self, t: float, period: float, delay_periods: int) -> np.ndarray:
+        """The command acting at time t: the last one sent at or before t - d h (zero before any)."""
+        latest = t - delay_periods * period + STAMP_TOLERANCE * period
+        for stamp, forces in reversed(self._sent):
+            if stamp <= latest:
+                return forces
+        return np.zeros(6)
+
+    def _estimate(self, t: float, q, qd, phi, period: float) -> None:
+        """Feed the estimator the force that acted since the last joint state; adopt its delay."""
+        last, self._last_measurement = self._last_measurement, (t, q, qd, phi)
+        if last is None or not 0.0 < t - last[0] < (1.0 + STAMP_TOLERANCE) * period:
+            return  # no previous state, or one was lost: the interval holds more than one command
+        t0, q0, qd0, phi0 = last
+        applied = self.model.inverse_dynamics(q0, qd0, (qd - qd0) / (t - t0), phi=phi0)
+        candidates = [self._in_flight(t0, period, delay) for delay in range(self.estimator.max_periods + 1)]
+        self.delay_periods = self.estimator.update(applied, candidates, period)
+
+    def _predict(self, t: float, q, qd, phi, period: float) -> tuple[np.ndarray, np.ndarray]:
+        """(q, q_d) at t + d h: d semi-implicit Euler steps under the forces in flight."""
+        model = self.model
+        for step in range(self.delay_periods):
+            acceleration = model.forward_dynamics(q, qd, self._in_flight(t + step * period, period, self.delay_periods),
+                                                  phi=phi)
+            qd = qd + period * acceleration
+            q = q + period * qd
+            phi = model.kinematics.solve_passive(q, self.predicted_state, phi_guess=phi).phi
+        return q, qd
+
+    def _record(self, t: float, output):
+        self.commanded(t, output.forces)
+        return output
+
+
+def extrapolated_reference(reference: Reference, horizon: float) -> Reference:
+    """The reference ``horizon`` seconds later, from its velocity and acceleration (second order)."""
+    pose, velocity, acceleration = (np.asarray(v, dtype=float) for v in
+                                    (reference.pose, reference.velocity, reference.acceleration))
+    return Reference(
+        t=reference.t + horizon,
+        pose=pose + horizon * velocity + 0.5 * horizon * horizon * acceleration,
+        velocity=velocity + horizon * acceleration,
+        acceleration=acceleration,
+    )
+
+
+def compensated(controller, model: HexapodModel, settings: DelayCompensationSettings) -> DelayCompensatedController:
+    """``controller`` wrapped as ``settings`` (``controllers.delay_compensation``) say."""
+    estimator = None
+    if settings.estimate:
+        estimator = DelayEstimator(settings.delay_periods, settings.max_delay_periods, settings.estimator_time_constant)
+    return DelayCompensatedController(controller, model, settings.delay_periods, estimator=estimator)
