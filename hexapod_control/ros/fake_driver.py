@@ -1,0 +1,395 @@
+"""Fake driver: a ros2_control-style stand-in for the robot, to test a PC and a stack against.
+
+    ros2 run hexapod_control hexapod_fake_driver        (or python -m hexapod_control.ros.fake_driver)
+
+It behaves like the robot's ros2_control driver with a joint_state_broadcaster and a
+JointGroupEffortController, with the embedded simulator (hexapod_control.simulation.embedded) in
+place of the robot. Unlike the simulator node it does not wait for anyone: its own loop runs on
+the wall clock, so a late controller is late here as it would be on the robot.
+
+Subscribes  ``/effort_controller/commands`` (std_msgs/Float64MultiArray, six forces [N] in
+            ``ros.joint_names`` order). A command of another length or holding NaN/inf is rejected
+            (counted, never applied), as JointGroupEffortController rejects a wrong size; it does
+            not refresh the command timeout either.
+Publishes   ``/joint_states`` (sensor_msgs/JointState) once per loop tick, as
+            joint_state_broadcaster does: stamped with the ROS time (system time) at which the
+            state was read, names = ``ros.joint_names``, position and velocity measured by the
+            simulator's sensor model, effort = the forces the drives apply.
+            ``/diagnostics`` every ``safety.diagnostics_period`` and at once on a change: commands
+            received and rejected, command timeouts, loop overruns, achieved rate and tick periods
+            (median, 99th percentile, longest) over the last ``safety.diagnostics_period``.
+Parameters  ``params_file``; ``rate`` [Hz] (default ``simulation.rate``, which it must divide);
+            ``command_timeout`` [s] (default ``DEFAULT_COMMAND_TIMEOUT_S``).
+
+Loop. A dedicated thread sleeps to absolute ``time.monotonic`` deadlines 1/``rate`` apart and does
+all the work of a tick itself (apply the command, step, publish), so neither an rclpy timer's
+scheduling nor the executor's callbacks sit between the deadline and the state going out; the
+executor thread only receives commands. Each tick advances the plant by the scheduled wall time
+since the last tick (``simulation.rate`` / ``rate`` plant steps). A tick that starts a whole
+period or more late is an overrun: the ticks it missed are counted and not run, and the plant
+catches up on their steps with the forces of the late tick, because a real robot keeps moving
+while its PC stalls.
+
+What the drive side must do. The controller node is the last place that decides a force: if
+its process dies or is silenced, nothing sends another command and ros2_control's
+JointGroupEffortController keeps writing the last force to the drives for ever. The drive side
+therefore needs a command timeout of its own, in the ros2_control hardware interface (compare
+the time of the last command with each write) or in the drives (their fieldbus or analog
+watchdog): when no new command arrived for the timeout, it must command zero force. The
+controller's own watchdog cannot do this, since it dies with the controller. This driver models
+that timeout: the latest valid command is applied while it is at most ``command_timeout`` old
+(age measured on arrival in this process) and zero force before the first command and after the
+timeout, so the force is zero at the latest ``command_timeout`` plus one tick after the last
+command arrived. A timeout longer than a few control periods lets a hiccup pass; one shorter
+than the time the platform needs to hurt anything bounds the damage.
+
+End stops. After every plant step a slider beyond ``limits.actuator_position_min``/``_max`` is
+put back on the limit with its velocity into the stop set to zero (a perfectly plastic stop: the
+other sliders keep their velocities, the impulse is not passed through the mass matrix). The
+stop re-seats the simulator with ``EmbeddedSimulator.reset``, which also restarts its noise
+sequence and fills its measurement delay line with the stopped state (no effect with the ideal
+sensor of the shipped file). With zero force the platform sinks and the sliders of each side
+spread apart; if a pair spans twice the leg length (legs straight) before a slider reaches its
+stop, the model ends there (SimulationDivergedError). The plant then freezes at its last valid
+state, at rest, and /diagnostics reports ERROR "platform collapsed" until the driver is
+restarted (effort still shows the commanded forces; the model cannot lift the platform). The
+shipped travel limits are placeholders that lie beyond that point (a symmetric sink straightens
+the legs at q = L < ``actuator_position_max``); the robot's stops catch the platform earlier, so
+set the limits to its measured travel.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+
+import numpy as np
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from hexapod_control.control.loop import DiagnosticThrottle
+from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError, SimulationDivergedError
+from hexapod_control.model.parameters import HexapodParameters, Limits
+from hexapod_control.ros.common import (
+    LEVEL_ERROR,
+    LEVEL_OK,
+    LEVEL_WARN,
+    RELIABLE_QOS,
+    DiagnosticsPublisher,
+    construct,
+    load_params_file,
+    run_node,
+)
+from hexapod_control.ros.conventions import TOPICS, effort_array
+from hexapod_control.simulation.embedded import EmbeddedSimulator
+
+NODE_NAME = "hexapod_fake_driver"
+# 50 periods at 1 kHz: long against the gaps of a Python controller on a loaded PC, which then
+# keeps control; a dead one lets go within 50 ms. The robot's drives want the shortest timeout
+# their controller's measured gaps allow, since the last force acts for that long.
+DEFAULT_COMMAND_TIMEOUT_S = 0.05
+# simulation.rate / rate must be a whole number of plant steps per tick, up to float round-off.
+STEPS_PER_TICK_TOLERANCE = 1e-9
+# How long destroy_node waits for the loop thread to finish its tick [s].
+LOOP_JOIN_TIMEOUT_S = 1.0
+PERIOD_PERCENTILE = 99.0  # reported tick-period percentile
+
+
+def declare_positive(node, name: str, default: float, description: str) -> float:
+    """A read-only number ROS parameter that must be positive and finite (``-p rate:=500`` is fine too)."""
+    descriptor = ParameterDescriptor(description=description, read_only=True, dynamic_typing=True)
+    value = node.declare_parameter(name, float(default), descriptor).value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise ParameterError(f"ROS parameter {name!r} of node {node.get_name()!r}: expected a positive number, got {value!r}")
+    return float(value)
+
+
+def steps_per_tick(plant_rate: float, rate: float, source: str) -> int:
+    """Plant steps per loop tick; ParameterError unless ``rate`` divides ``simulation.rate``."""
+    ratio = plant_rate / rate
+    steps = round(ratio)
+    if steps < 1 or abs(ratio - steps) > STEPS_PER_TICK_TOLERANCE * ratio:
+        raise ParameterError(
+            f"ROS parameter 'rate' = {rate} Hz must divide hexapod.simulation.rate = {plant_rate} Hz of {source} "
+            f"(a whole number of plant steps per tick)"
+        )
+    return steps
+
+
+# ------------------------------------------------------------------------------------------ command
+class CommandHold:
+    """The latest valid effort command, applied for ``timeout`` seconds after it arrived.
+
+    ``receive`` runs on the executor thread and ``forces`` on the loop thread: the command and its
+    arrival time are replaced together as one tuple, which the other thread reads in one go.
+    """
+
+    def __init__(self, size: int, timeout: float):
+        self.size = size
+        self.timeout = timeout
+        self.zero = np.zeros(size)
+        self._latest: tuple[np.ndarray, float] | None = None  # (forces [N], monotonic arrival [s])
+        self.received = 0  # every command, valid or not
+        self.rejected = 0
+        self.timeouts = 0  # times a held command expired
+        self._active = False
+
+    def receive(self, data, now: float) -> None:
+        """Take a command's data arriving at ``now``; InvalidInputError (counted) if malformed."""
+        self.received += 1
+        try:
+            forces = effort_array(data, self.size)
+        except InvalidInputError:
+            self.rejected += 1
+            raise
+        self._latest = (forces, now)
+
+    def forces(self, now: float) -> tuple[np.ndarray, bool]:
+        """(forces to apply at ``now``, whether they are a held command rather than zero)."""
+        latest = self._latest
+        active = latest is not None and now - latest[1] <= self.timeout
+        if self._active and not active:
+            self.timeouts += 1
+        self._active = active
+        return (latest[0], True) if active else (self.zero, False)
+
+
+# ------------------------------------------------------------------------------------------ plant
+class EndStopPlant:
+    """The embedded simulator with end stops at the travel limits (see the module doc).
+
+    ``steps`` counts plant steps since construction (the simulator's own clock restarts at
+    every stop contact); ``end_stop_contacts`` counts the steps that ended on a stop.
+    ``collapse`` is "" until the platform sinks past the end of the model, then the simulator's
+    message: from then on the plant stays frozen at rest and only the applied forces follow the
+    commands.
+    """
+
+    def __init__(self, plant: EmbeddedSimulator, limits: Limits):
+        self.plant = plant
+        self.lower = limits.actuator_position_min
+        self.upper = limits.actuator_position_max
+        self.steps = 0
+        self.end_stop_contacts = 0
+        self.collapse = ""
+        # Where the last successful step started: the dynamics were evaluated there, so it
+        # assembles. A step can end just past the end of the model, which only the next one finds.
+        self._last_start, _ = plant.true_state
+
+    def advance(self, forces: np.ndarray, steps: int) -> None:
+        """Apply ``forces`` and step ``steps`` times."""
+        for _ in range(steps):
+            self._step(forces)
+            self.steps += 1
+
+    def _step(self, forces: np.ndarray) -> None:
+        self.plant.apply_forces(forces)
+        if self.collapse:
+            return
+        q_start, _ = self.plant.true_state
+        try:
+            self.plant.step()
+        except SimulationDivergedError as error:
+            self._freeze(error, forces, q_start, self._last_start)
+            return
+        self._last_start = q_start
+        q, qd = self.plant.true_state
+        below, above = q < self.lower, q > self.upper
+        if not (below.any() or above.any()):
+            return
+        self.end_stop_contacts += 1
+        qd = np.where(below, np.maximum(qd, 0.0), np.where(above, np.minimum(qd, 0.0), qd))
+        try:
+            self._reseat(np.clip(q, self.lower, self.upper), qd, forces)
+        except HexapodError as error:  # the stopped configuration does not assemble: the model ends there
+            self._freeze(error, forces, q_start)
+
+    def _freeze(self, error: HexapodError, forces: np.ndarray, *candidates: np.ndarray) -> None:
+        """Stop the plant at rest at the first of ``candidates`` that assembles."""
+        self.collapse = str(error)
+        for q in candidates:
+            try:
+                self._reseat(q, np.zeros_like(q), forces)
+                return
+            except HexapodError:
+                continue
+        raise error  # no candidate assembles: the last successful step's start always should
+
+    def _reseat(self, q: np.ndarray, qd: np.ndarray, forces: np.ndarray) -> None:
+        self.plant.reset(q, qd)
+        self.plant.apply_forces(forces)  # reset zeroes the forces; the drives still push
+
+    def joint_positions(self) -> np.ndarray:
+        return self.plant.joint_positions()
+
+    def joint_velocities(self) -> np.ndarray:
+        return self.plant.joint_velocities()
+
+    @property
+    def applied_forces(self) -> np.ndarray:
+        return self.plant.applied_forces
+
+
+# ------------------------------------------------------------------------------------------ loop timing
+class TickSchedule:
+    """Absolute tick deadlines ``period`` apart from ``start``, the overruns, and the tick start
+    times over a sliding window of ``window_ticks``."""
+
+    def __init__(self, period: float, start: float, window_ticks: int):
+        self.period = period
+        self.deadline = start  # of the next tick
+        self.starts: deque[float] = deque(maxlen=max(window_ticks, 2))
+        self.ticks = 0
+        self.overruns = 0  # ticks skipped because the loop was a whole period or more late
+
+    def begin(self, now: float) -> int:
+        """Start a tick at ``now``; return the periods it covers (1 + the ticks it skipped)."""
+        missed = max(0, int((now - self.deadline) // self.period))
+        self.overruns += missed
+        self.deadline += (missed + 1) * self.period
+        self.starts.append(now)
+        self.ticks += 1
+        return missed + 1
+
+    def summary(self) -> dict:
+        """Achieved rate [Hz] and tick periods [s] over the window (NaN before two ticks)."""
+        if len(self.starts) < 2:
+            return {"achieved_rate": math.nan, "period_median": math.nan, "period_p99": math.nan, "period_max": math.nan}
+        starts = np.array(self.starts)
+        periods = np.diff(starts)
+        return {
+            "achieved_rate": periods.size / (starts[-1] - starts[0]),
+            "period_median": float(np.median(periods)),
+            "period_p99": float(np.percentile(periods, PERIOD_PERCENTILE)),
+            "period_max": float(periods.max()),
+        }
+
+
+# ------------------------------------------------------------------------------------------ node
+class FakeDriverNode(Node):
+    def __init__(self, node_name: str = NODE_NAME, **node_options):
+        super().__init__(node_name, **node_options)
+        self._thread: threading.Thread | None = None
+        construct(self, self._setup)
+
+    def _setup(self) -> None:
+        parameters: HexapodParameters = load_params_file(self)
+        self.joint_names = list(parameters.ros.joint_names)
+        self.rate = declare_positive(self, "rate", parameters.simulation.rate, "loop rate [Hz]; must divide simulation.rate")
+        self.steps_per_tick = steps_per_tick(parameters.simulation.rate, self.rate, parameters.source)
+        self.period = 1.0 / self.rate
+        timeout = declare_positive(
+            self, "command_timeout", DEFAULT_COMMAND_TIMEOUT_S, "zero force when the last command is older than this [s]"
+        )
+        if timeout < self.period:
+            raise ParameterError(
+                f"ROS parameter 'command_timeout' = {timeout} s of node {self.get_name()!r} is shorter than one loop "
+                f"period ({self.period} s): every command would expire before the next tick"
+            )
+        self.command = CommandHold(len(self.joint_names), timeout)
+        self.plant = EndStopPlant(EmbeddedSimulator(parameters), parameters.limits)
+        self.timing = TickSchedule(self.period, time.monotonic(), round(parameters.safety.diagnostics_period * self.rate))
+        self.failure = ""  # why the loop stopped ("" while it runs)
+
+        self._state = JointState()  # reused: publish serialises it at once, and one thread fills it
+        self._state.name = self.joint_names
+        self.state_publisher = self.create_publisher(JointState, TOPICS["joint_states"], RELIABLE_QOS)
+        self.diagnostics = DiagnosticsPublisher(
+            self, TOPICS["diagnostics"], f"{self.get_name()}: fake ros2_control driver", parameters.safety.diagnostics_period
+        )
+        self._throttle = DiagnosticThrottle(parameters.safety.diagnostics_period)
+        self.create_subscription(Float64MultiArray, TOPICS["effort_commands"], self._on_command, RELIABLE_QOS)
+
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"{NODE_NAME}_loop", daemon=True)
+        self._thread.start()
+
+    # -------------------------------------------------------------- commands (executor thread)
+    def _on_command(self, message: Float64MultiArray) -> None:
+        try:
+            self.command.receive(message.data, time.monotonic())
+        except InvalidInputError as error:
+            self.get_logger().warning(f"rejecting effort command, not applied: {error}", throttle_duration_sec=1.0)
+
+    # -------------------------------------------------------------- loop (its own thread)
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as error:
+            if not self.context.ok():
+                return  # Ctrl-C: the context went away under a publish
+            # A bug, not a plant problem (those are handled): stop the node rather than leave it
+            # silent with the last force applied.
+            self.failure = f"{type(error).__name__}: {error}"
+            self.get_logger().fatal(f"driver loop stopped: {self.failure}")
+            self.context.try_shutdown()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set() and self.context.ok():
+            now = time.monotonic()
+            if now < self.timing.deadline:
+                time.sleep(self.timing.deadline - now)
+                now = time.monotonic()
+            self._tick(now, self.timing.begin(now) * self.steps_per_tick)
+
+    def _tick(self, now: float, steps: int) -> None:
+        forces, commanded = self.command.forces(now)
+        self.plant.advance(forces, steps)
+        state = self._state
+        state.header.stamp = self.get_clock().now().to_msg()
+        state.position = self.plant.joint_positions().tolist()
+        state.velocity = self.plant.joint_velocities().tolist()
+        state.effort = self.plant.applied_forces.tolist()
+        self.state_publisher.publish(state)
+        self._report(now, commanded)
+
+    def _report(self, now: float, commanded: bool) -> None:
+        if self.plant.collapse:
+            level, text = LEVEL_ERROR, "platform collapsed past the end of the model: frozen, restart the driver"
+        elif commanded:
+            level, text = LEVEL_OK, "applying commands"
+        elif self.command.received == self.command.rejected:
+            level, text = LEVEL_WARN, "no valid command yet: zero force"
+        else:
+            level, text = LEVEL_WARN, "command timed out: zero force"
+        if not self._throttle.due(now, level, text):
+            return
+        values = {
+            "rate": self.rate,
+            "command_timeout": self.command.timeout,
+            "commands_received": self.command.received,
+            "commands_rejected": self.command.rejected,
+            "command_timeouts": self.command.timeouts,
+            "loop_ticks": self.timing.ticks,
+            "loop_overruns": self.timing.overruns,
+            **self.timing.summary(),
+            "plant_steps": self.plant.steps,
+            "end_stop_contacts": self.plant.end_stop_contacts,
+            "collapse": self.plant.collapse,
+        }
+        self.diagnostics.publish(self.get_clock().now().nanoseconds * 1e-9, level, text, values)
+
+    def destroy_node(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(LOOP_JOIN_TIMEOUT_S)
+        super().destroy_node()
+
+
+def main(args=None) -> int:
+    nodes: list[FakeDriverNode] = []
+
+    def build() -> FakeDriverNode:
+        nodes.append(FakeDriverNode())
+        return nodes[-1]
+
+    code = run_node(build, NODE_NAME, args)
+    return 1 if nodes and nodes[0].failure else code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

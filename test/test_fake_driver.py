@@ -1,0 +1,378 @@
+"""The fake ros2_control driver: its parts without ROS, then the executable over DDS.
+
+Over DDS the driver runs as its own process (python -m hexapod_control.ros.fake_driver), with
+travel limits that catch the sinking platform (``STOP``) as a real robot's stops do. Waits spin an
+executor against generous deadlines; time bounds compare the driver's stamps (system time) with
+each other or with this process's system clock.
+"""
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+rclpy = pytest.importorskip("rclpy")
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, SPIN_STEP_S
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from hexapod_control.errors import InvalidInputError, ParameterError
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.model.parameters import default_parameters_path, load_parameters
+from hexapod_control.ros.common import RELIABLE_QOS
+from hexapod_control.ros.conventions import TOPICS, time_from_stamp
+from hexapod_control.ros.fake_driver import NODE_NAME, CommandHold, EndStopPlant, TickSchedule, steps_per_tick
+from hexapod_control.simulation.embedded import EmbeddedSimulator
+
+PARAMETERS = load_parameters()
+HOME_Q = np.full(6, PARAMETERS.home_actuator_position)
+# Upper stop of the DDS tests: the shipped 0.40 m lies beyond the straight-leg collapse (q = L).
+STOP = 0.30
+RATE = PARAMETERS.simulation.rate
+PERIOD = 1.0 / RATE
+TIMEOUT = 0.05  # the driver's command_timeout in the DDS tests [s]
+# Allowance for a late tick on a loaded 2-core machine, on top of the one period of the
+# specification: ticks were measured up to 6 ms late with three ROS processes running.
+LATENESS_ALLOWANCE_S = 0.015
+RATE_TOLERANCE = 0.1  # median tick period within 10 % of the nominal
+# Ticks + overruns against the diagnostics' stamps over a second: each stamp is taken up to a few
+# milliseconds after its count on a loaded machine.
+SCHEDULE_TOLERANCE = 0.02
+COLLECTION_S = 1.0  # joint states collected for the rate test [s]
+COMMANDER_RATE = 500.0  # [Hz] the killed commanding process
+STEADY_STATES = 50  # states with the command applied before the commander is killed
+
+
+# ------------------------------------------------------------------------------------------ without ROS
+def test_command_hold_applies_the_latest_valid_command_until_the_timeout():
+    hold = CommandHold(6, timeout=0.05)
+    forces, commanded = hold.forces(0.0)
+    assert not commanded and np.array_equal(forces, np.zeros(6))  # nothing received: zero force
+
+    hold.receive([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], now=1.0)
+    for now in (1.0, 1.03, 1.0499):
+        forces, commanded = hold.forces(now)
+        assert commanded and forces.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    # A wrong size or a NaN is rejected: it neither replaces the held command nor refreshes its age.
+    with pytest.raises(InvalidInputError):
+        hold.receive([9.0] * 7, now=1.04)
+    with pytest.raises(InvalidInputError):
+        hold.receive([9.0, 9.0, math.nan, 9.0, 9.0, 9.0], now=1.045)
+    assert hold.forces(1.049)[0].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    forces, commanded = hold.forces(1.0501)
+    assert not commanded and np.array_equal(forces, np.zeros(6))
+    assert hold.forces(2.0)[1] is False
+    assert (hold.received, hold.rejected, hold.timeouts) == (3, 2, 1)  # one expiry, counted once
+
+    hold.receive([-1.0] * 6, now=3.0)  # a new command after a timeout is applied again
+    assert hold.forces(3.01) == (pytest.approx([-1.0] * 6), True)
+
+
+@pytest.mark.parametrize(("rate", "steps"), [(RATE, 1), (RATE / 4, 4), (RATE / 10, 10)])
+def test_a_tick_advances_a_whole_number_of_plant_steps(rate, steps):
+    assert steps_per_tick(RATE, rate, "file.yaml") == steps
+
+
+@pytest.mark.parametrize("rate", [RATE * 0.3, RATE * 2])
+def test_a_rate_that_does_not_divide_the_plant_rate_is_refused(rate):
+    with pytest.raises(ParameterError, match=r"'rate'.*hexapod\.simulation\.rate.*file\.yaml"):
+        steps_per_tick(RATE, rate, "file.yaml")
+
+
+def test_schedule_skips_the_ticks_a_late_loop_missed_and_reports_the_periods():
+    schedule = TickSchedule(period=0.25, start=0.0, window_ticks=3)  # binary-exact times
+    assert schedule.begin(0.1) == 1 and schedule.deadline == 0.25
+    assert schedule.begin(0.9) == 3 and schedule.deadline == 1.0  # ticks due at 0.25 and 0.5 were missed
+    assert schedule.begin(1.0) == 1 and schedule.deadline == 1.25
+    assert schedule.begin(1.5) == 2 and schedule.deadline == 1.75  # the 1.25 one was missed
+    assert (schedule.ticks, schedule.overruns) == (4, 3)
+    summary = schedule.summary()  # over the last three starts 0.9, 1.0, 1.5: periods 0.1 and 0.5
+    assert summary["achieved_rate"] == pytest.approx(2 / 0.6)
+    assert summary["period_median"] == pytest.approx(0.3) and summary["period_max"] == 0.5
+    assert summary["period_p99"] == pytest.approx(0.1 + 0.99 * 0.4)  # linear between the two periods
+
+
+def test_upper_stops_catch_the_sinking_platform_and_change_nothing_before():
+    parameters = PARAMETERS.replace(limits={"actuator_position_max": STOP})
+    stopped = EndStopPlant(EmbeddedSimulator(parameters), parameters.limits)
+    free = EmbeddedSimulator(parameters)
+    zero = np.zeros(6)
+    while free.true_state[0].max() <= STOP:  # the free plant sinks past the stop height
+        stopped.advance(zero, 1)
+        free.apply_forces(zero)
+        free.step()
+        if free.true_state[0].max() <= STOP:
+            np.testing.assert_array_equal(stopped.joint_positions(), free.joint_positions())
+            np.testing.assert_array_equal(stopped.joint_velocities(), free.joint_velocities())
+    assert stopped.end_stop_contacts == 1
+    stopped.advance(zero, round(RATE))  # one more second pressed onto the stops by gravity
+    assert stopped.joint_positions().tolist() == [STOP] * 6
+    assert stopped.joint_velocities().tolist() == [0.0] * 6
+    assert stopped.collapse == "" and stopped.steps == free.time * RATE + RATE
+
+
+def test_lower_stop_stops_only_the_slider_that_reaches_it():
+    limits = PARAMETERS.limits
+    q = HOME_Q.copy()
+    q[0] = limits.actuator_position_min + 1e-4
+    qd = np.zeros(6)
+    qd[0] = -1.0  # reaches the stop within one 1 ms step
+    forces = HexapodModel(PARAMETERS).gravity_term(q)
+    free = EmbeddedSimulator(PARAMETERS)
+    free.reset(q, qd)
+    free.apply_forces(forces)
+    free.step()
+    stopped_simulator = EmbeddedSimulator(PARAMETERS)
+    stopped_simulator.reset(q, qd)
+    stopped = EndStopPlant(stopped_simulator, limits)
+    stopped.advance(forces, 1)
+
+    q_free, qd_free = free.true_state
+    assert q_free[0] < limits.actuator_position_min and qd_free[0] < 0.0
+    q_stopped, qd_stopped = stopped_simulator.true_state
+    assert q_stopped[0] == limits.actuator_position_min and qd_stopped[0] == 0.0
+    np.testing.assert_array_equal(q_stopped[1:], q_free[1:])
+    np.testing.assert_array_equal(qd_stopped[1:], qd_free[1:])
+    np.testing.assert_array_equal(stopped.applied_forces, forces)  # the drives still push
+    assert stopped.end_stop_contacts == 1
+
+
+def test_a_platform_sinking_past_the_end_of_the_model_freezes_at_rest():
+    """Shipped limits: the legs straighten (q0 + q1 = 2L) before any slider reaches 0.40 m."""
+    plant = EndStopPlant(EmbeddedSimulator(PARAMETERS), PARAMETERS.limits)
+    push = np.full(6, 7.0)  # outwards, with gravity
+    plant.advance(push, round(RATE))  # 1 s: the platform collapses within ~0.3 s
+    assert "cannot assemble" in plant.collapse
+    frozen = plant.joint_positions()
+    plant.advance(-push, 10)
+    np.testing.assert_array_equal(plant.joint_positions(), frozen)
+    assert plant.joint_velocities().tolist() == [0.0] * 6
+    np.testing.assert_array_equal(plant.applied_forces, -push)
+    HexapodModel(PARAMETERS).forward_kinematics(frozen)  # the frozen state assembles (raises otherwise)
+    two_leg_lengths = 2.0 * PARAMETERS.geometry.leg_length
+    assert all(frozen[2 * i] + frozen[2 * i + 1] < two_leg_lengths for i in range(3))
+
+
+# ------------------------------------------------------------------------------------------ over DDS
+class DriverProcess:
+    """The driver executable in its own process, its output in a file for failure messages."""
+
+    def __init__(self, params_file, log_path):
+        self.log_path = log_path
+        self._log = open(log_path, "w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "hexapod_control.ros.fake_driver", "--ros-args",
+             "-p", f"params_file:={params_file}", "-p", f"command_timeout:={TIMEOUT}"],
+            stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy(),
+        )
+
+    def output(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text()[-3000:]
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=DELIVERY_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+        return self.process.returncode
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fake_driver")
+    document = yaml.safe_load(default_parameters_path().read_text())
+    document["hexapod"]["limits"]["actuator_position_max"] = STOP
+    params_file = folder / "stops.yaml"
+    params_file.write_text(yaml.safe_dump(document))
+    process = DriverProcess(params_file, folder / "driver.log")
+    yield process
+    code = process.stop()
+    assert code == 0, f"the driver exited with {code} on SIGINT:\n{process.output()}"
+
+
+class Listener:
+    """The driver's joint states (stamp, position, velocity, effort) and diagnostics, as they arrive."""
+
+    def __init__(self, context, executor, driver):
+        self.node = rclpy.create_node("fake_driver_test", context=context)
+        executor.add_node(self.node)
+        self.executor, self.driver = executor, driver
+        self.states: list[tuple[float, tuple, tuple, tuple]] = []
+        self.names: list[str] = []
+        self.diagnostics: list[tuple[float, DiagnosticStatus]] = []  # (stamp, status)
+        self.node.create_subscription(JointState, TOPICS["joint_states"], self._on_state, RELIABLE_QOS)
+        self.node.create_subscription(DiagnosticArray, TOPICS["diagnostics"], self._on_diagnostics, RELIABLE_QOS)
+        self.commands = self.node.create_publisher(Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS)
+
+    def _on_state(self, message: JointState) -> None:
+        self.states.append((time_from_stamp(message.header.stamp), tuple(message.position),
+                            tuple(message.velocity), tuple(message.effort)))
+        self.names = list(message.name)
+
+    def _on_diagnostics(self, message: DiagnosticArray) -> None:
+        stamp = time_from_stamp(message.header.stamp)
+        self.diagnostics.extend((stamp, s) for s in message.status if s.name.startswith(NODE_NAME))
+
+    def wait(self, condition, what, timeout=DELIVERY_TIMEOUT_S) -> None:
+        """spin_until, with the driver's output in the failure message."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if self.driver.process.poll() is not None:
+                pytest.fail(f"the driver exited with {self.driver.process.returncode} while waiting for {what}:\n"
+                            f"{self.driver.output()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out after {timeout} s waiting for {what}; driver output:\n{self.driver.output()}")
+            self.executor.spin_once(timeout_sec=SPIN_STEP_S)
+
+    def first_state_from(self, index: int, predicate, what: str) -> int:
+        """Index of the first state from ``index`` on that satisfies ``predicate`` (waits for it)."""
+        position = [index]
+
+        def found() -> bool:
+            while position[0] < len(self.states):
+                if predicate(self.states[position[0]]):
+                    return True
+                position[0] += 1
+            return False
+
+        self.wait(found, what)
+        return position[0]
+
+    def latest_values(self) -> dict:
+        return values_of(self.diagnostics[-1][1])
+
+
+@pytest.fixture
+def listener(context, executor, driver):
+    node = Listener(context, executor, driver)
+    node.wait(lambda: node.states and node.diagnostics, "the driver's first joint state and diagnostics",
+              DISCOVERY_TIMEOUT_S)
+    yield node
+    node.node.destroy_node()
+
+
+def values_of(status: DiagnosticStatus) -> dict:
+    return {kv.key: kv.value for kv in status.values}
+
+
+def effort_is(values):
+    return lambda state: state[3] == tuple(values)
+
+
+def test_joint_states_at_the_rate_with_the_platform_resting_on_its_stops(listener):
+    # No command since the start: zero force, and the platform sank onto the upper stops.
+    listener.wait(lambda: listener.states[-1][1] == (STOP,) * 6, "the platform on its stops")
+    start, diagnostics_start = len(listener.states), len(listener.diagnostics)
+    deadline = time.monotonic() + COLLECTION_S
+    listener.wait(lambda: time.monotonic() > deadline, "a second of joint states", COLLECTION_S + DELIVERY_TIMEOUT_S)
+    states = listener.states[start:]
+    stamps = np.array([s[0] for s in states])
+    assert np.all(np.diff(stamps) > 0.0)
+    assert listener.names == list(PARAMETERS.ros.joint_names)
+    for _, position, velocity, effort in states:
+        assert position == (STOP,) * 6 and velocity == (0.0,) * 6 and effort == (0.0,) * 6
+
+    # Every period of the second is a tick or a counted overrun (skipped tick). How many were
+    # skipped depends on the machine's load (half of them at a load average of 7 on 2 cores).
+    (first_stamp, first), (last_stamp, last) = listener.diagnostics[diagnostics_start], listener.diagnostics[-1]
+    periods = sum(int(values_of(last)[key]) - int(values_of(first)[key]) for key in ("loop_ticks", "loop_overruns"))
+    assert periods / (last_stamp - first_stamp) == pytest.approx(RATE, rel=SCHEDULE_TOLERANCE)
+    # The driver's own tick periods (the listener may drop states when the machine is loaded).
+    medians = [float(values_of(status)["period_median"]) for _, status in listener.diagnostics[diagnostics_start:]]
+    assert np.median(medians) == pytest.approx(PERIOD, rel=RATE_TOLERANCE)
+    assert last.level == DiagnosticStatus.WARN and last.message.endswith("zero force")
+    assert int(values_of(last)["end_stop_contacts"]) > 0 and values_of(last)["collapse"] == ""
+
+
+def test_a_command_is_applied_until_the_timeout_and_a_malformed_one_never(listener):
+    listener.wait(lambda: listener.commands.get_subscription_count() >= 1, "the driver's command subscription",
+                  DISCOVERY_TIMEOUT_S)
+    before = listener.latest_values()
+    command = [10.0, -20.0, 30.0, -40.0, 50.0, -60.0]  # [N], inside the force limit: applied as sent
+    start = len(listener.states)
+    published_at = time.time()
+    listener.commands.publish(Float64MultiArray(data=command))
+    listener.commands.publish(Float64MultiArray(data=[99.0] * 7))  # wrong size
+    listener.commands.publish(Float64MultiArray(data=[99.0, 99.0, math.nan, 99.0, 99.0, 99.0]))
+    first = listener.first_state_from(start, effort_is(command), "the command in the effort field")
+    zero = listener.first_state_from(first, effort_is([0.0] * 6), "zero force after the timeout")
+
+    # The driver takes the command after it was published and stamps each state after reading
+    # the clock it checks the command's age with: the force cannot drop before the timeout.
+    held = listener.states[zero][0] - published_at
+    assert TIMEOUT < held <= TIMEOUT + PERIOD + LATENESS_ALLOWANCE_S
+    for _, _, _, effort in listener.states[start:]:
+        assert effort in (tuple(command), (0.0,) * 6)  # the malformed values never appear
+
+    def counted():
+        values = listener.latest_values()
+        return int(values["commands_received"]) - int(before["commands_received"]) == 3
+
+    listener.wait(counted, "the three commands counted in the diagnostics")
+    after = listener.latest_values()
+    assert int(after["commands_rejected"]) - int(before["commands_rejected"]) == 2
+    assert int(after["command_timeouts"]) - int(before["command_timeouts"]) == 1
+
+
+COMMANDER = """
+import sys
+import rclpy
+from std_msgs.msg import Float64MultiArray
+from hexapod_control.ros.common import RELIABLE_QOS
+from hexapod_control.ros.conventions import TOPICS
+
+rclpy.init()
+node = rclpy.create_node("doomed_commander")
+publisher = node.create_publisher(Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS)
+message = Float64MultiArray(data=[float(v) for v in sys.argv[2:]])
+node.create_timer(1.0 / float(sys.argv[1]), lambda: publisher.publish(message))
+rclpy.spin(node)
+"""
+
+
+def test_a_killed_commanding_process_leads_to_zero_force_within_the_timeout(listener):
+    command = [5.0, 6.0, 7.0, 8.0, 9.0, 10.0]  # [N] outwards: the platform stays on its stops
+    commander = subprocess.Popen(
+        [sys.executable, "-c", COMMANDER, str(COMMANDER_RATE), *map(str, command)], env=os.environ.copy(),
+    )
+    commanded = effort_is(command)
+
+    def steady() -> bool:
+        recent = listener.states[-STEADY_STATES:]
+        return len(recent) == STEADY_STATES and all(commanded(state) for state in recent)
+
+    try:
+        listener.wait(steady, f"{STEADY_STATES} states in a row under the commander's force", DISCOVERY_TIMEOUT_S)
+        commander.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        index = len(listener.states)
+    finally:
+        commander.kill()
+        commander.wait()
+    assert commander.returncode == -signal.SIGKILL
+    zero = listener.first_state_from(index, effort_is([0.0] * 6), "zero force after the kill")
+    assert listener.states[zero][0] - killed_at <= TIMEOUT + PERIOD + LATENESS_ALLOWANCE_S
+    listener.wait(lambda: listener.diagnostics[-1][1].message == "command timed out: zero force",
+                  "the timeout in the diagnostics")
+
+
+def test_the_executable_refuses_a_rate_that_does_not_divide_the_plant_rate():
+    result = subprocess.run(
+        [sys.executable, "-m", "hexapod_control.ros.fake_driver", "--ros-args", "-p", f"rate:={RATE * 0.3}"],
+        check=False, capture_output=True, text=True, timeout=60, env=os.environ.copy(),
+    )
+    assert result.returncode == 1
+    assert "'rate'" in result.stderr and "hexapod.simulation.rate" in result.stderr
+    assert "Traceback" not in result.stderr
