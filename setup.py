@@ -77,6 +77,7 @@ CONSOLE_SCRIPTS = [
     "hexapod_record = hexapod_control.ros.recorder_node:main",
     "hexapod_evaluate = hexapod_control.evaluation.cli:main",
     "hexapod_replay = hexapod_control.evaluation.replay:main",
+    "hexapod_margins = hexapod_control.control.margins:main",
 ]
 
 setup(

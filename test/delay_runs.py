@@ -3,8 +3,8 @@
 Both controllers track the thesis 6.5 trajectory with its ramp sped up (kappa = 1 s^-3 instead of
 0.01, so the platform moves at full amplitude, 0.02 m and 3 deg at 0.1 Hz, within 2 s rather than
 10) on a plant behind :class:`DelayedPlant`. The errors are the platform's, measured without the
-project's kinematics where the plant allows it (MuJoCo's own platform pose; the embedded
-simulator's true state through FK otherwise).
+project's kinematics where the plant allows it (MuJoCo's and DART's own platform pose; the
+embedded simulator's true state through FK otherwise).
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ def track(backend: str, controller_name: str, delay: int, compensated=True, jitt
         reference = trajectory.sample(t)
         if backend == "mujoco":
             pose = plant.platform_pose().pose
+        elif backend == "dart":
+            pose = plant.platform_pose()
         else:
             pose = model.forward_kinematics(plant.true_state[0], truth).pose
         error = reference.pose - pose

@@ -1,4 +1,5 @@
-"""Plants the controllers drive: the embedded reduced-model simulator and a MuJoCo model."""
+"""Plants the controllers drive: the embedded reduced-model simulator, a MuJoCo model and the Gazebo
+description in DART (Gazebo's physics engine)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ from hexapod_control.errors import ParameterError
 from hexapod_control.model.parameters import HexapodParameters
 from hexapod_control.simulation.plant import Plant
 
-BACKENDS = ("embedded", "mujoco")
+BACKENDS = ("embedded", "mujoco", "dart")
 
 
 def make_plant(backend: str, parameters: HexapodParameters) -> Plant:
-    """The plant of a backend name; MuJoCo is imported only when asked for."""
+    """The plant of a backend name; MuJoCo and DART are imported only when asked for."""
     if backend == "embedded":
         from hexapod_control.simulation.embedded import EmbeddedSimulator
 
@@ -19,4 +20,8 @@ def make_plant(backend: str, parameters: HexapodParameters) -> Plant:
         from hexapod_control.simulation.mujoco_plant import MujocoPlant
 
         return MujocoPlant(parameters)
+    if backend == "dart":
+        from hexapod_control.simulation.dart_plant import DartPlant
+
+        return DartPlant(parameters)
     raise ParameterError(f"unknown simulation backend {backend!r}; expected one of {BACKENDS}")
