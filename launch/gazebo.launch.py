@@ -13,8 +13,20 @@ needs no other edit. Order of events, and why:
    (``initial_value``), where the passive joints' zero values assemble the loops; the
    DetachableJoint welds that close the loops are then created from that pose. Nothing steps
    while paused, so the welds hold the exact home assembly.
-3. joint_state_broadcaster, then effort_controller (/effort_controller/commands) are spawned.
-4. The world is unpaused; the FK, trajectory and controller nodes run on /clock.
+3. One spawner loads and configures joint_state_broadcaster and effort_controller INACTIVE
+   (``--inactive``). Loading and configuring are services the controller manager answers at once;
+   activating is not: gz_ros2_control runs the controller manager's update (where a switch takes
+   effect) only in PostUpdate once simulated time has advanced by a control period, so a switch
+   requested while paused waits until it times out ("Switch controller timed out",
+   gz_ros2_control#421) and the controllers never run.
+4. Then both controllers are activated in one request (``ros2 control switch_controllers``),
+   which waits in the controller manager for its next update, and ``UNPAUSE_LEAD_S`` later the
+   world is unpaused: the first update performs the switch, so the drives are without a command
+   for a period or two only (as a loop delay: the effort controller holds zero until the first
+   command arrives). Unpausing first instead would let the unpowered platform sink for as long as
+   the activation takes to arrive (about a second of simulated time at real-time factor 1).
+5. The FK, trajectory and controller nodes run on /clock; the controller arms at the first
+   joint state and compensates the loop delay (controllers.delay_compensation).
 """
 
 import os
@@ -29,6 +41,7 @@ from launch.actions import (
     LogInfo,
     OpaqueFunction,
     RegisterEventHandler,
+    TimerAction,
 )
 from launch.event_handlers import OnProcessExit
 from launch.launch_description_sources import PythonLaunchDescriptionSource
@@ -42,8 +55,14 @@ from hexapod_control.simulation import gazebo_description as gd
 
 PACKAGE = "hexapod_control"
 CONTROLLERS = ("double_loop", "computed_torque")  # the controller node's `controller` choices
+CONTROLLER_MANAGER = "/controller_manager"  # gz_ros2_control's controller manager node
 # How long the unpause request waits for gz sim to answer [ms]; the world is local.
 GZ_SERVICE_TIMEOUT_MS = "5000"
+# Wall time from starting the activation request to unpausing [s]: the ros2 CLI starts and sends
+# its request in ~1-2 s. The controller manager waits SWITCH_TIMEOUT_S for the update that
+# performs the switch, which must come within the CLI's 10 s service-call timeout.
+UNPAUSE_LEAD_S = 3.0
+SWITCH_TIMEOUT_S = "8.0"
 
 
 def _flag(context, name: str) -> bool:
@@ -109,16 +128,19 @@ def _setup(context, *args, **kwargs):
         arguments=[f"{TOPICS['clock']}@rosgraph_msgs/msg/Clock[gz.msgs.Clock"],
     )
 
-    def spawner(name: str) -> Node:
-        return Node(
-            package="controller_manager",
-            executable="spawner",
-            output="screen",
-            arguments=[name, "--controller-manager", "/controller_manager"],
-        )
-
-    broadcaster = spawner(gd.JOINT_STATE_BROADCASTER)
-    effort = spawner(gd.EFFORT_CONTROLLER)
+    controllers = [gd.JOINT_STATE_BROADCASTER, gd.EFFORT_CONTROLLER]
+    # Load and configure only: no switch can happen while the world is paused (step 3).
+    configure = Node(
+        package="controller_manager",
+        executable="spawner",
+        output="screen",
+        arguments=[*controllers, "--controller-manager", CONTROLLER_MANAGER, "--inactive"],
+    )
+    activate = ExecuteProcess(
+        cmd=["ros2", "control", "switch_controllers", "--controller-manager", CONTROLLER_MANAGER, "--strict",
+             "--switch-timeout", SWITCH_TIMEOUT_S, "--activate", *controllers],
+        output="screen",
+    )
     unpause = ExecuteProcess(
         cmd=["gz", "service", "-s", f"/world/{gd.WORLD_NAME}/control", "--reqtype", "gz.msgs.WorldControl",
              "--reptype", "gz.msgs.Boolean", "--timeout", GZ_SERVICE_TIMEOUT_MS, "--req", "pause: false"],
@@ -145,9 +167,10 @@ def _setup(context, *args, **kwargs):
         visualization,
         clock_bridge,
         spawn,
-        RegisterEventHandler(OnProcessExit(target_action=spawn, on_exit=[broadcaster])),
-        RegisterEventHandler(OnProcessExit(target_action=broadcaster, on_exit=[effort])),
-        RegisterEventHandler(OnProcessExit(target_action=effort, on_exit=[unpause])),
+        RegisterEventHandler(OnProcessExit(target_action=spawn, on_exit=[configure])),
+        # The activation waits for the first update; the unpause gives it (step 4).
+        RegisterEventHandler(OnProcessExit(target_action=configure, on_exit=[
+            activate, TimerAction(period=UNPAUSE_LEAD_S, actions=[unpause])])),
         *nodes,
     ]
 

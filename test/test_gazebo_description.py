@@ -376,3 +376,94 @@ def test_launch_file_builds_a_description():
     description = module.generate_launch_description()
     arguments = {a.name for a in description.entities if type(a).__name__ == "DeclareLaunchArgument"}
     assert {"controller", "params_file", "use_sim_time", "gui"} <= arguments
+
+
+# ------------------------------------------------------------------------------------ launch order
+class _Recorded:
+    """Stands for a launch action: keeps what the launch file passed, does nothing."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+class _LaunchConfiguration:
+    def __init__(self, name):
+        self.name = name
+
+    def perform(self, context):
+        return context[self.name]
+
+
+def _offline_launch_setup(monkeypatch, tmp_path):
+    """The actions gazebo.launch.py returns, built against stand-ins of launch and launch_ros."""
+    import sys
+    import tempfile
+    import types
+
+    names = {
+        "launch": ["LaunchDescription"],
+        "launch.actions": ["DeclareLaunchArgument", "ExecuteProcess", "IncludeLaunchDescription", "LogInfo",
+                           "OpaqueFunction", "RegisterEventHandler", "TimerAction"],
+        "launch.event_handlers": ["OnProcessExit"],
+        "launch.launch_description_sources": ["PythonLaunchDescriptionSource"],
+        "launch_ros.actions": ["Node"],
+        "launch_ros.parameter_descriptions": ["ParameterValue"],
+    }
+    for module_name, classes in {**names, "launch.substitutions": [], "launch_ros": [], "ament_index_python": [],
+                                 "ament_index_python.packages": []}.items():
+        module = types.ModuleType(module_name)
+        for class_name in classes:
+            setattr(module, class_name, type(class_name, (_Recorded,), {}))
+        monkeypatch.setitem(sys.modules, module_name, module)
+    sys.modules["launch.substitutions"].LaunchConfiguration = _LaunchConfiguration
+    sys.modules["ament_index_python.packages"].get_package_share_directory = lambda package: f"/opt/{package}"
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda prefix="": str(tmp_path))
+    spec = importlib.util.spec_from_file_location("gazebo_launch_offline", LAUNCH_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    description = module.generate_launch_description()
+    (setup_action,) = [a for a in description.args[0] if type(a).__name__ == "OpaqueFunction"]
+    context = {"params_file": str(REPO / "config" / "hexapod.yaml"), "controller": "double_loop",
+               "use_sim_time": "true", "gui": "false", "rviz": "false"}
+    return module, setup_action.kwargs["function"](context)
+
+
+def _command(action):
+    """The command line of a Node or ExecuteProcess stand-in, as one list of words."""
+    if type(action).__name__ == "Node":
+        return [action.kwargs["package"], action.kwargs["executable"], *action.kwargs.get("arguments", [])]
+    return list(action.kwargs["cmd"])
+
+
+def test_launch_order_activates_the_controllers_only_once_time_can_advance(monkeypatch, tmp_path):
+    """gz_ros2_control switches controllers only in an update, which runs only while simulated time
+    advances (gz_ros2_control#421): the world starts paused, the controllers are loaded INACTIVE,
+    their activation is requested, and only then is the world unpaused, so the first update both
+    switches them on and steps the welded robot from its exact home assembly."""
+    module, actions = _offline_launch_setup(monkeypatch, tmp_path)
+    (gazebo,) = [a for a in actions if type(a).__name__ == "IncludeLaunchDescription"
+                 and "ros_gz_sim" in a.args[0].args[0]]
+    gz_args = dict(gazebo.kwargs["launch_arguments"])["gz_args"].split()
+    assert "-r" not in gz_args  # paused at start
+    # Which actions start when a process exits (and after which timer).
+    handlers = [a.args[0] for a in actions if type(a).__name__ == "RegisterEventHandler"]
+    after = {id(h.kwargs["target_action"]): h.kwargs["on_exit"] for h in handlers}
+    (spawn,) = [a for a in actions if type(a).__name__ == "Node" and a.kwargs["executable"] == "create"]
+    (configure,) = after[id(spawn)]
+    assert _command(configure)[:2] == ["controller_manager", "spawner"] and "--inactive" in _command(configure)
+    assert {gd.JOINT_STATE_BROADCASTER, gd.EFFORT_CONTROLLER} <= set(_command(configure))
+    activate, timer = after[id(configure)]
+    words = _command(activate)
+    assert words[:3] == ["ros2", "control", "switch_controllers"]
+    assert words[words.index("--activate") + 1:] == [gd.JOINT_STATE_BROADCASTER, gd.EFFORT_CONTROLLER]
+    (unpause,) = timer.kwargs["actions"]
+    assert type(timer).__name__ == "TimerAction" and "pause: false" in _command(unpause)
+    # The activation still waits in the controller manager when the world unpauses.
+    assert timer.kwargs["period"] < float(words[words.index("--switch-timeout") + 1])
+    # Nothing else activates a controller or unpauses the world.
+    started = [a for a in actions if type(a).__name__ in ("Node", "ExecuteProcess")]
+    for action in started:
+        command = _command(action)
+        assert "pause: false" not in command and "switch_controllers" not in command
+        assert not (command[:2] == ["controller_manager", "spawner"])
+    assert {id(spawn)} == set(after) - {id(configure)}

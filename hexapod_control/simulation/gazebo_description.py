@@ -46,7 +46,8 @@ joints only, between shards of one rigid body. Caveats, all documented upstream:
   B_i (their value is q, as /joint_states must report) and gz_ros2_control moves them to
   ``home_actuator_position`` with ``initial_value`` (a JointPositionReset, applied while the
   plugin configures, before the DetachableJoint systems' first PreUpdate). The launch file starts
-  the world paused and unpauses once the controllers run, so no step happens before the welds.
+  the world paused and unpauses once the controllers' activation is requested (they can only
+  switch while time advances), so no step happens before the welds.
 * Each leg pair is a planar loop closed by a six-row weld of which only four rows are
   independent (both pins are about the same normal): redundant constraints, which an iterative
   solver handles and a pivoting LCP (DART's default Dantzig) may not. The world selects PGS.
