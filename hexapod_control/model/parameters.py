@@ -446,8 +446,36 @@ class SafetySettings(_Section):
 
     joint_state_timeout: Positive = Field(description="feedback older than this is stale [s]")
     watchdog_period: Positive = Field(description="how often staleness is checked [s]")
+    sim_time_stall_timeout: Positive = Field(
+        description="under use_sim_time: no valid joint state for this long of steady (wall) time is stale, "
+        "whatever the simulated clock does [s]"
+    )
+    max_feedback_age: Positive = Field(description="a joint state stamped longer ago than this is stale [s]")
+    max_future_stamp: NonNegative = Field(
+        description="a joint state stamped further than this ahead of the node's clock is invalid [s]"
+    )
     reference_timeout: Positive = Field(description="a reference older than this is stale [s]")
     hold_damping: NonNegative = Field(description="damping of the HOLD action [N*s/m]")
+    hold_force_max: Positive = Field(
+        description="bound on every HOLD force, below limits.actuator_force_max (the lower of the two applies) [N]"
+    )
+    plausible_position_margin: NonNegative = Field(
+        description="a measured position beyond the travel, or a slider separation below the minimum, by more "
+        "than this cannot be real: invalid joint state [m]"
+    )
+    plausible_speed_factor: Annotated[Number, Field(ge=1.0)] = Field(
+        description="a measured speed above this times limits.actuator_speed_max cannot be real: invalid joint state"
+    )
+    max_reference_position_step: Positive = Field(
+        description="while armed, a reference whose position is farther than this from the last one is "
+        "rejected; at arming, a reference farther than this from the measured pose is reached by a ramp [m]"
+    )
+    max_reference_angle_step: Positive = Field(
+        description="the same for the Euler angles (norm of the wrapped change) [rad]"
+    )
+    max_reference_acceleration: Positive = Field(
+        description="bound on the actuator accelerations J_A^-1 xi_d_ddot of a reference's feed-forward [m/s^2]"
+    )
     diagnostics_period: Positive = Field(description="between routine diagnostics messages [s]")
 
     @model_validator(mode="after")
