@@ -5,7 +5,9 @@
 It behaves like the robot's ros2_control driver with a joint_state_broadcaster and a
 JointGroupEffortController, with the embedded simulator (hexapod_control.simulation.embedded) in
 place of the robot. Unlike the simulator node it does not wait for anyone: its own loop runs on
-the wall clock, so a late controller is late here as it would be on the robot.
+the wall clock, so a late controller is late here as it would be on the robot. To check a PC,
+run it under ``hardware.launch.py`` and watch /diagnostics: its loop overruns and command
+timeouts, and the controller's stale-joint-state faults.
 
 Subscribes  ``/effort_controller/commands`` (std_msgs/Float64MultiArray, six forces [N] in
             ``ros.joint_names`` order). A command of another length or holding NaN/inf is rejected
@@ -14,7 +16,8 @@ Subscribes  ``/effort_controller/commands`` (std_msgs/Float64MultiArray, six for
 Publishes   ``/joint_states`` (sensor_msgs/JointState) once per loop tick, as
             joint_state_broadcaster does: stamped with the ROS time (system time) at which the
             state was read, names = ``ros.joint_names``, position and velocity measured by the
-            simulator's sensor model, effort = the forces the drives apply.
+            simulator's sensor model, effort = the forces the drives apply (the command clamped
+            to ``limits.actuator_force_max``).
             ``/diagnostics`` every ``safety.diagnostics_period`` and at once on a change: commands
             received and rejected, command timeouts, loop overruns, achieved rate and tick periods
             (median, 99th percentile, longest) over the last ``safety.diagnostics_period``.
@@ -40,7 +43,8 @@ controller's own watchdog cannot do this, since it dies with the controller. Thi
 that timeout: the latest valid command is applied while it is at most ``command_timeout`` old
 (age measured on arrival in this process) and zero force before the first command and after the
 timeout, so the force is zero at the latest ``command_timeout`` plus one tick after the last
-command arrived. A timeout longer than a few control periods lets a hiccup pass; one shorter
+command arrived, plus the loop's lateness on a loaded PC (drive firmware does not share the PC's
+load). A timeout longer than a few control periods lets a hiccup pass; one shorter
 than the time the platform needs to hurt anything bounds the damage.
 
 End stops. After every plant step a slider beyond ``limits.actuator_position_min``/``_max`` is
@@ -55,7 +59,8 @@ state, at rest, and /diagnostics reports ERROR "platform collapsed" until the dr
 restarted (effort still shows the commanded forces; the model cannot lift the platform). The
 shipped travel limits are placeholders that lie beyond that point (a symmetric sink straightens
 the legs at q = L < ``actuator_position_max``); the robot's stops catch the platform earlier, so
-set the limits to its measured travel.
+set the limits to its measured travel (the tests use ``actuator_position_max`` = 0.30 m, where the
+platform rests on its stops and the controller can arm).
 """
 
 from __future__ import annotations
