@@ -21,7 +21,7 @@ import numpy as np
 
 from hexapod_control.control.controllers import ControlStatus, make_controller
 from hexapod_control.control.delay_compensation import DelayCompensatedController
-from hexapod_control.control.safety import Action, Decision, SafetySupervisor, SupervisorState
+from hexapod_control.control.safety import Action, Decision, Intake, SafetySupervisor, SupervisorState
 from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import HexapodError
 from hexapod_control.model.hexapod import HexapodModel
@@ -134,14 +134,22 @@ class ControlLoop:
 
     def reference_sample(self, now: float, reference: Reference) -> bool:
         """Take a trajectory sample, through the message form the reference topic carries."""
-        point = reference_point_from_euler(reference.pose, reference.velocity, reference.acceleration)
+        try:
+            point = reference_point_from_euler(reference.pose, reference.velocity, reference.acceleration)
+        except (ValueError, TypeError) as error:  # a non-finite angle has no quaternion
+            return self.reference(now, reference.t, None, f"reference sample not convertible: {error}")
         return self.reference(now, reference.t, point)
 
-    def joint_state(self, now: float, stamp: float, names, positions, velocities) -> StepRecord | None:
-        """Answer a joint state; None for a repeated or out-of-order stamp (answered already)."""
-        if not self.supervisor.is_new(stamp):
+    def joint_state(self, now: float, stamp: float, names, positions, velocities,
+                    steady: float | None = None) -> StepRecord | None:
+        """Answer a joint state; None for a repeated or out-of-order stamp (answered already).
+
+        ``steady``: the monotonic arrival time, which a node passes for :meth:`steady_watchdog`.
+        """
+        intake = self.supervisor.joint_state(now, stamp, names, positions, velocities, steady)
+        if intake == Intake.REPEATED:
             return None
-        feedback = self.supervisor.joint_state(now, stamp, names, positions, velocities)
+        feedback = self.supervisor.feedback if intake == Intake.TAKEN else None
         if feedback is not None and self.arm_on_start:
             self.arm_on_start = False  # once: a later fault must be re-armed by the operator
             self.arm(now)
@@ -171,6 +179,13 @@ class ControlLoop:
     def watchdog(self, now: float) -> Decision | None:
         """ZERO while the feedback is stale (to publish now), else None."""
         decision = self.supervisor.watchdog(now)
+        if decision is not None:
+            self.last_decision = decision
+        return decision
+
+    def steady_watchdog(self, steady_now: float, timeout: float) -> Decision | None:
+        """ZERO when no valid joint state arrived for ``timeout`` of monotonic time, else None."""
+        decision = self.supervisor.steady_watchdog(steady_now, timeout)
         if decision is not None:
             self.last_decision = decision
         return decision

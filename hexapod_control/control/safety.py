@@ -7,40 +7,73 @@ without any middleware. Numbers come from the ``safety:`` section of the paramet
 States::
 
     DISARMED --arm--> ARMED --fault--> FAULT (latched) --arm (re-arm)--> ARMED
-        ^                 |                 |
-        +-----disarm------+-----disarm------+
+        ^             |   ^                 |
+        |             +---+ arm while armed: "already armed", nothing changes
+        +----disarm---+-------disarm--------+
 
-Safe-behaviour rule (one action per situation):
+Safe-behaviour rule (one action per situation, the first row that applies):
 
-=================================================================  ========  ===========
-situation                                                          action    latches
-=================================================================  ========  ===========
-disarmed                                                           ZERO      -
-joint states stale (none for ``joint_state_timeout``, watchdog)     ZERO      yes
-joint state invalid (wrong length, missing joint, NaN/inf)         ZERO      yes
-hold force not computable (forward kinematics fails at q)          ZERO      yes
+========================================================================  ========  ===========
+situation                                                                 action    latches
+========================================================================  ========  ===========
+disarmed                                                                  ZERO      -
+joint state invalid: wrong length, missing or duplicate joint name,
+NaN/inf, stamp not finite or more than ``max_future_stamp`` ahead of the
+clock; or impossible: a position beyond the travel, or a slider pair
+closer than ``limits.min_slider_separation``, by more than
+``plausible_position_margin``, a speed above ``plausible_speed_factor``
+x ``limits.actuator_speed_max``                                           ZERO      yes
+joint states stale: the latest stamped more than ``max_feedback_age``
+ago, none valid for ``joint_state_timeout`` (watchdog, node clock), or
+none for ``joint_state_timeout`` of steady time (under use_sim_time
+``sim_time_stall_timeout``): a stopped or rewound clock cannot hide it    ZERO      yes
+hold force not computable (forward kinematics fails at q)                 ZERO      yes
 actuator outside its travel, adjacent sliders closer than
-``limits.min_slider_separation``, actuator faster than
-``limits.actuator_speed_max``                                      HOLD      yes
-reference invalid (NaN, Euler singularity, unreachable pose) or
-stale (none for ``reference_timeout``)                             HOLD      yes
-controller safe output (singular, kinematics failure, bad input)   HOLD      yes
-armed, no reference received yet                                  HOLD      no
-everything valid                                                   CONTROL   -
-=================================================================  ========  ===========
+``limits.min_slider_separation`` (anti-collision), actuator faster than
+``limits.actuator_speed_max``                                             HOLD      yes
+reference invalid: NaN, Euler singularity, unreachable by inverse
+kinematics within the travel and the slider separation, feed-forward
+actuator speed J_A^-1 xi_d_dot above ``limits.actuator_speed_max`` or
+acceleration J_A^-1 xi_d_ddot above ``max_reference_acceleration``, or
+(while armed) farther from the last reference than
+``max_reference_position_step`` / ``max_reference_angle_step``; or
+stale (none for ``reference_timeout``)                                    HOLD      yes
+no smooth ramp from the measured pose to the reference (see arming)       HOLD      yes
+controller safe output (singular, kinematics failure, bad input)          HOLD      yes
+armed, no reference received yet                                          HOLD      no
+everything valid                                                          CONTROL   -
+========================================================================  ========  ===========
 
 * ZERO: all six forces 0 N. Used whenever the measured state cannot be trusted: any force
-  computed from stale or invalid feedback could push the robot anywhere.
-* HOLD: tau = g_bar(q) - ``hold_damping`` * q_dot at the measured (valid) q, clamped to the
-  force limit: gravity compensation stops the platform falling and the damping brakes any
-  motion, without a position target that could itself be the problem.
+  computed from stale, invalid or impossible feedback could push the robot anywhere.
+* HOLD: tau = g_bar(q) - ``hold_damping`` * q_dot at the measured (valid) q, clamped to
+  +-``hold_force_max`` (or the force limit, if lower): gravity compensation stops the platform falling
+  and the damping brakes any motion, without a position target that could itself be the problem.
+  A measured slider pair closer than the minimum separation holds rather than letting go: the
+  state is real, a released platform would drop onto its stops, and the hold neither pushes the
+  carriages together nor lets them keep moving.
 * CONTROL: the controller's forces, clamped again to +-``limits.actuator_force_max`` (the
   controllers clamp already; the supervisor does not rely on it).
 * A fault latches until the next successful ``arm`` (re-arm). While latched, the action never
   relaxes; a HOLD fault escalates to ZERO when the feedback goes stale or invalid.
+* A valid joint state not stamped later than the last one taken (a copy, or out of order) is
+  not answered and not a fault. Only valid states enter that bookkeeping: an invalid one (e.g.
+  stamped in the future) can never make the genuine states that follow look old.
+* References are checked once, on arrival (a copy of the last one is not checked again); a
+  rejected one is never tracked, and a later valid one does not clear the fault.
 * ``arm`` is accepted only with fresh, valid feedback inside every limit, and after the
-  controller's ``reset`` at that state succeeded. The controller then tracks the latest
-  reference at once: send a goal or stop the trajectory before re-arming far from it.
+  controller's ``reset`` at that state succeeded. Arming while armed changes nothing (the
+  controller keeps its state, e.g. the double loop's integral) and answers "already armed".
+* Arming starts from the measured pose. The reference at arming (or the first one after it) is
+  tracked at once when it lies within ``max_reference_position_step`` / ``max_reference_angle_step``
+  of the measured pose; otherwise the controller tracks the reference plus an offset that starts
+  at (measured pose - reference) and decays to zero along a :class:`SmoothMove` of that
+  displacement (quintic, actuator speeds within ``trajectories.move.speed_fraction`` of the limit,
+  its path checked by inverse kinematics; if it cannot be built, arming is refused, or a HOLD fault
+  when the reference came later). The reference keeps moving meanwhile; it is reached, never
+  jumped to.
+* Below the node: if the node's process dies, nothing it decides reaches the drives. The drive
+  side must zero the force when commands stop (see the controller node and the README).
 """
 
 from __future__ import annotations
@@ -52,10 +85,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hexapod_control.control.trajectories import Reference
+from hexapod_control.control.trajectories import Reference, SmoothMove
 from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import SafetySettings
+from hexapod_control.model.rotations import wrap_angle
 from hexapod_control.ros.conventions import (
     ReferencePoint,
     euler_from_reference_point,
@@ -73,6 +107,14 @@ class SupervisorState(str, enum.Enum):
     DISARMED = "disarmed"
     ARMED = "armed"
     FAULT = "fault"
+
+
+class Intake(str, enum.Enum):
+    """What became of a joint state."""
+
+    TAKEN = "taken"  # valid and new: the feedback to act on
+    REPEATED = "repeated"  # valid, but not stamped later than the last one taken: not answered
+    REJECTED = "rejected"  # invalid or stale: ZERO (a fault when armed)
 
 
 # ------------------------------------------------------------------------------------------ records
@@ -96,7 +138,7 @@ class ReceivedReference:
 class Decision:
     """The forces to send and why."""
 
-    forces: np.ndarray  # (6,) [N], finite, within +-force_max
+    forces: np.ndarray  # (6,) [N], finite, within +-force_max (+-hold_force_max when holding)
     action: Action
     state: SupervisorState
     reason: str  # why the action is not CONTROL ("" when it is)
@@ -113,34 +155,43 @@ class SafetySupervisor:
     """Applies the module's safe-behaviour rule; see the module docstring.
 
     ``model`` should be an instance of its own (the forward kinematics behind the gravity term is
-    warm-started). Times are seconds on one clock chosen by the caller (the node's ROS clock).
+    warm-started). Times are seconds on one clock chosen by the caller (the node's ROS clock),
+    except the ``steady`` times, which come from a monotonic clock (``time.monotonic``).
     """
 
     def __init__(self, model: HexapodModel, settings: SafetySettings, joint_names: Sequence[str]):
         self.model = model
-        self.kinematic_state = model.create_state()  # FK warm start of the hold force's gravity term
+        self.kinematic_state = model.create_state()  # FK warm start of the hold force and the ramp
         self.settings = settings
         self.limits = model.parameters.limits
         self.joint_names = tuple(joint_names)
         self.state = SupervisorState.DISARMED
         self.fault_action: Action | None = None
         self.reason = "not armed yet"
-        self.feedback: Feedback | None = None  # last valid joint state, None after an invalid one
+        self.feedback: Feedback | None = None  # last valid joint state, None after a rejected one
         self.last_feedback_time: float | None = None  # when any joint state last arrived
-        self.reference: ReceivedReference | None = None
+        self.reference: ReceivedReference | None = None  # the last valid reference
+        self.ramp: SmoothMove | None = None  # the displacement still to cover since arming
+        self._start_pending = False  # armed, and the ramp to the reference not yet decided
         self.invalid_joint_states = 0
         self.repeated_joint_states = 0
         self._last_stamp = -math.inf  # header stamp of the last joint state taken
+        self._last_steady: float | None = None  # steady time at which that state arrived
         self.invalid_references = 0
         self.faults = 0
         self.last_error = ""
 
     # -------------------------------------------------------------- operator
     def arm(self, now: float, reset: ResetLaw) -> tuple[bool, str]:
-        """Arm (or re-arm after a fault); returns (accepted, message)."""
+        """Arm (or re-arm after a fault); returns (accepted, message). A no-op while armed."""
+        if self.state == SupervisorState.ARMED:
+            return True, "already armed"  # a reset now would drop what the controller has learnt
         feedback = self.feedback
-        if feedback is None or self._feedback_stale(now):
+        if feedback is None:
             return False, "cannot arm: no fresh valid joint state"
+        stale = self._staleness(now)
+        if stale:
+            return False, f"cannot arm: {stale}"
         problem = self._state_problem(feedback)
         if problem:
             return False, f"cannot arm: {problem}"
@@ -148,53 +199,69 @@ class SafetySupervisor:
             reset(feedback.stamp, feedback.q, feedback.qd)
         except HexapodError as error:
             return False, f"cannot arm: the controller cannot start from the measured state: {error}"
+        self._start_pending, self.ramp = True, None
+        if self.reference is not None:
+            problem = self._start_tracking(feedback)
+            if problem:
+                return False, f"cannot arm: {problem}"
         self.state, self.fault_action, self.reason = SupervisorState.ARMED, None, ""
-        return True, "armed"
+        return True, "armed" if self.ramp is None else f"armed: ramp to the reference over {self.ramp.duration:.3g} s"
 
     def disarm(self, reason: str = "disarmed by request") -> None:
         self.state, self.fault_action, self.reason = SupervisorState.DISARMED, None, reason
 
     # -------------------------------------------------------------- inputs
-    def is_new(self, stamp: float) -> bool:
-        """Whether a joint state's stamp is later than the last one taken (then it is taken).
+    def joint_state(self, now: float, stamp: float, names, positions, velocities,
+                    steady: float | None = None) -> Intake:
+        """Validate a joint state and take it if it is new; a rejected one is a ZERO fault when armed.
 
-        A repeated or out-of-order state must not run the control law again: the integrator would
-        count the instant twice, and each answer to a copy is one more command in flight, which
-        delays every later command by a step (a lockstep simulator steps once per command).
+        ``steady``: the monotonic time of arrival, for :meth:`steady_watchdog`. A repeated or
+        out-of-order state must not run the control law again: the integrator would count the
+        instant twice, and each answer to a copy is one more command in flight, which delays every
+        later command by a step (a lockstep simulator steps once per command).
         """
-        if stamp > self._last_stamp:
-            self._last_stamp = stamp
-            return True
-        self.repeated_joint_states += 1
-        return False
-
-    def joint_state(self, now: float, stamp: float, names, positions, velocities) -> Feedback | None:
-        """Validate a joint state; an invalid one is a ZERO fault when armed. Returns the feedback."""
         self.last_feedback_time = now
         try:
-            q, qd = joint_state_arrays(names, positions, velocities, self.joint_names)
+            stamp = float(stamp)
             if not math.isfinite(stamp):
                 raise InvalidInputError(f"joint state stamp is {stamp}")
-        except InvalidInputError as error:
-            self.invalid_joint_states += 1
-            self.feedback = None
-            self.last_error = f"invalid joint state: {error}"
-            self._fault(Action.ZERO, self.last_error)
-            return None
+            if stamp - now > self.settings.max_future_stamp:
+                raise InvalidInputError(
+                    f"joint state stamped {stamp - now:.6g} s ahead of the clock (max_future_stamp "
+                    f"{self.settings.max_future_stamp} s)"
+                )
+            q, qd = joint_state_arrays(names, positions, velocities, self.joint_names)
+            self._check_plausible(q, qd)
+        except (InvalidInputError, TypeError, ValueError) as error:
+            return self._reject(f"invalid joint state: {error}")
+        if stamp <= self._last_stamp:
+            self.repeated_joint_states += 1
+            return Intake.REPEATED
+        if now - stamp > self.settings.max_feedback_age:
+            return self._reject(
+                f"joint state stale: measured {now - stamp:.6g} s ago (max_feedback_age "
+                f"{self.settings.max_feedback_age} s)"
+            )
+        self._last_stamp = stamp
+        self._last_steady = steady
         self.feedback = Feedback(stamp=stamp, received=now, q=q, qd=qd)
-        return self.feedback
+        return Intake.TAKEN
 
     def reference_point(self, now: float, stamp: float, point: ReferencePoint | None, error: str = "") -> bool:
         """Take a reference (or the conversion error of a malformed message); returns validity.
 
-        Valid means finite, away from the ZYX Euler singularity and reachable by inverse
-        kinematics within the actuator travel. An invalid reference is a HOLD fault when armed.
+        Checked on arrival against the rule table's reference row. A copy of the last valid
+        reference only refreshes its age. An invalid reference is a HOLD fault when armed.
         """
         try:
             if point is None:
                 raise InvalidInputError(error or "empty reference")
             pose, velocity, acceleration = euler_from_reference_point(point)
-            self.model.inverse_kinematics(pose[:3], pose[3:])  # raises UnreachablePoseError
+            last = self.reference.reference if self.reference is not None else None
+            unchanged = (last is not None and np.array_equal(pose, last.pose)
+                         and np.array_equal(velocity, last.velocity) and np.array_equal(acceleration, last.acceleration))
+            if not unchanged:
+                self._check_reference(pose, velocity, acceleration, last)
         except (InvalidInputError, HexapodError) as failure:
             self.invalid_references += 1
             self.last_error = f"invalid reference: {failure}"
@@ -205,11 +272,26 @@ class SafetySupervisor:
 
     # -------------------------------------------------------------- decisions
     def watchdog(self, now: float) -> Decision | None:
-        """A ZERO decision when the feedback is stale (to publish now), else None."""
-        if not self._feedback_stale(now):
+        """A ZERO decision when the feedback is stale on the caller's clock (to publish now), else None."""
+        stale = self._staleness(now)
+        if not stale:
             return None
-        age = "never received" if self.last_feedback_time is None else f"{now - self.last_feedback_time:.3f} s old"
-        self._fault(Action.ZERO, f"joint states stale ({age}, timeout {self.settings.joint_state_timeout} s)")
+        self._fault(Action.ZERO, stale)
+        return self._decision(Action.ZERO, self.reason if self.state != SupervisorState.DISARMED else "disarmed")
+
+    def steady_watchdog(self, steady_now: float, timeout: float) -> Decision | None:
+        """A ZERO decision when no valid joint state arrived for ``timeout`` of steady time, else None.
+
+        The caller's clock may be simulated: absent or rewound, it never makes the feedback look
+        stale to :meth:`watchdog`. This check only reads the monotonic arrival times. Before the
+        first state is taken it stays silent: no force was sent yet, and a lockstep simulator
+        would step on every zero command it received.
+        """
+        last = self._last_steady
+        if last is None or steady_now - last <= timeout:
+            return None
+        self._fault(Action.ZERO, f"joint states stale on the steady clock (none for {steady_now - last:.3f} s, "
+                                 f"timeout {timeout} s)")
         return self._decision(Action.ZERO, self.reason if self.state != SupervisorState.DISARMED else "disarmed")
 
     def command(self, now: float, control_law: ControlLaw) -> Decision:
@@ -217,8 +299,9 @@ class SafetySupervisor:
         feedback = self.feedback
         if self.state == SupervisorState.DISARMED:
             return self._decision(Action.ZERO, self.reason)
-        if feedback is None or self._feedback_stale(now):
-            self._fault(Action.ZERO, "no valid joint state")
+        stale = self._staleness(now)
+        if feedback is None or stale:
+            self._fault(Action.ZERO, stale or "no valid joint state")
             return self._decision(Action.ZERO, self.reason)
         if self.state == SupervisorState.FAULT:
             return self._act(self.fault_action, self.reason, feedback)
@@ -233,8 +316,13 @@ class SafetySupervisor:
         if age > self.settings.reference_timeout:
             self._fault(Action.HOLD, f"reference stale ({age:.3f} s old, timeout {self.settings.reference_timeout} s)")
             return self._act(Action.HOLD, self.reason, feedback)
+        if self._start_pending:
+            problem = self._start_tracking(feedback)
+            if problem:
+                self._fault(Action.HOLD, problem)
+                return self._act(Action.HOLD, problem, feedback)
 
-        output = control_law(feedback.stamp, feedback.q, feedback.qd, self.reference.reference)
+        output = control_law(feedback.stamp, feedback.q, feedback.qd, self.tracked_reference(feedback.stamp))
         if output.safe_output:
             self._fault(Action.HOLD, f"controller {output.status.value}: {output.message}")
             return self._act(Action.HOLD, self.reason, feedback, output)
@@ -246,10 +334,62 @@ class SafetySupervisor:
         saturated = np.asarray(output.saturated, dtype=bool) | (np.abs(forces) > limit)
         return Decision(np.clip(forces, -limit, limit), Action.CONTROL, self.state, "", output, saturated)
 
+    def tracked_reference(self, t: float) -> Reference:
+        """What the controller tracks at ``t``: the latest reference, plus the ramp's offset while it runs."""
+        stream = self.reference.reference
+        ramp = self.ramp
+        if ramp is None:
+            return stream
+        if t >= ramp.start_time + ramp.duration:
+            self.ramp = None  # reached: from now on exactly the reference
+            return stream
+        move = ramp.sample(t)
+        return Reference(stream.t, stream.pose + (move.pose - ramp.target_pose),
+                         stream.velocity + move.velocity, stream.acceleration + move.acceleration)
+
     # -------------------------------------------------------------- helpers
-    def _feedback_stale(self, now: float) -> bool:
+    def _reject(self, reason: str) -> Intake:
+        self.invalid_joint_states += 1
+        self.feedback = None
+        self.last_error = reason
+        self._fault(Action.ZERO, reason)
+        return Intake.REJECTED
+
+    def _staleness(self, now: float) -> str:
+        """Why the feedback is stale on the caller's clock ('' when it is fresh)."""
         feedback = self.feedback
-        return feedback is None or now - feedback.received > self.settings.joint_state_timeout
+        if feedback is None:
+            if self.last_feedback_time is None:
+                return f"joint states stale (never received, timeout {self.settings.joint_state_timeout} s)"
+            return "no valid joint state"
+        if now - feedback.received > self.settings.joint_state_timeout:
+            return (f"joint states stale ({now - feedback.received:.3f} s old, "
+                    f"timeout {self.settings.joint_state_timeout} s)")
+        if now - feedback.stamp > self.settings.max_feedback_age:
+            return (f"joint state stale: measured {now - feedback.stamp:.6g} s ago "
+                    f"(max_feedback_age {self.settings.max_feedback_age} s)")
+        return ""
+
+    def _check_plausible(self, q: np.ndarray, qd: np.ndarray) -> None:
+        """InvalidInputError for a measurement no real robot can produce (see the rule table)."""
+        limits, margin = self.limits, self.settings.plausible_position_margin
+        low, high = limits.actuator_position_min - margin, limits.actuator_position_max + margin
+        outside = np.flatnonzero((q < low) | (q > high))
+        if outside.size:
+            k = outside[0]
+            raise InvalidInputError(f"{self.joint_names[k]} = {q[k]:.6g} m is impossible: beyond the travel "
+                                    f"by more than {margin} m")
+        separations = q[0::2] + q[1::2]
+        overlapping = np.flatnonzero(separations < limits.min_slider_separation - margin)
+        if overlapping.size:
+            side = overlapping[0]
+            raise InvalidInputError(f"side {side + 1}: slider separation {separations[side]:.6g} m is impossible: "
+                                    f"below {limits.min_slider_separation} m by more than {margin} m")
+        bound = self.settings.plausible_speed_factor * limits.actuator_speed_max
+        fastest = int(np.argmax(np.abs(qd)))
+        if abs(qd[fastest]) > bound:
+            raise InvalidInputError(f"{self.joint_names[fastest]} speed {qd[fastest]:.6g} m/s is impossible: "
+                                    f"above {bound:.6g} m/s")
 
     def _state_problem(self, feedback: Feedback) -> str:
         """Why the measured state violates a limit ('' when it does not)."""
@@ -264,6 +404,52 @@ class SafetySupervisor:
                 f"{self.joint_names[fastest]} moves at {speeds[fastest]:.4g} m/s, above the speed limit "
                 f"{self.limits.actuator_speed_max} m/s"
             )
+        return ""
+
+    def _check_reference(self, pose, velocity, acceleration, last: Reference | None) -> None:
+        """Raise (InvalidInputError or the model's error) for a reference outside the robot's limits."""
+        ik = self.model.inverse_kinematics(pose[:3], pose[3:])  # travel and slider separation
+        if velocity.any() or acceleration.any():
+            try:
+                jacobian = self.model.analytic_jacobian(ik.q, phi=ik.phi).analytic
+                joint = np.linalg.solve(jacobian, np.column_stack((velocity, acceleration)))
+            except np.linalg.LinAlgError as error:
+                raise InvalidInputError(f"reference pose is singular: {error}") from error
+            speeds, accelerations = np.abs(joint[:, 0]), np.abs(joint[:, 1])
+            if not speeds.max() <= self.limits.actuator_speed_max:
+                k = int(np.argmax(speeds))
+                raise InvalidInputError(f"feed-forward speed {speeds[k]:.4g} m/s of {self.joint_names[k]} exceeds "
+                                        f"the speed limit {self.limits.actuator_speed_max} m/s")
+            if not accelerations.max() <= self.settings.max_reference_acceleration:
+                k = int(np.argmax(accelerations))
+                raise InvalidInputError(f"feed-forward acceleration {accelerations[k]:.4g} m/s^2 of {self.joint_names[k]} "
+                                        f"exceeds max_reference_acceleration {self.settings.max_reference_acceleration} m/s^2")
+        if self.state == SupervisorState.ARMED and last is not None:
+            problem = self._step_problem(pose - last.pose)
+            if problem:
+                raise InvalidInputError(f"step from the last reference: {problem}")
+
+    def _step_problem(self, step: np.ndarray) -> str:
+        """Why a pose change is too large to take at once ('' when it is not); angles are wrapped."""
+        position, angle = float(np.linalg.norm(step[:3])), float(np.linalg.norm(wrap_angle(step[3:])))
+        settings = self.settings
+        if position > settings.max_reference_position_step:
+            return f"{position:.4g} m exceeds max_reference_position_step {settings.max_reference_position_step} m"
+        if angle > settings.max_reference_angle_step:
+            return f"{angle:.4g} rad exceeds max_reference_angle_step {settings.max_reference_angle_step} rad"
+        return ""
+
+    def _start_tracking(self, feedback: Feedback) -> str:
+        """Decide how control starts from the measured state (the ramp, or none); why not ('' when it can)."""
+        self._start_pending, self.ramp = False, None
+        target = self.reference.reference.pose
+        try:
+            measured = self.model.forward_kinematics(feedback.q, self.kinematic_state).pose
+            if not self._step_problem(target - measured):
+                return ""
+            self.ramp = SmoothMove(self.model, measured, target, start_time=feedback.stamp)
+        except HexapodError as error:
+            return f"no smooth ramp from the measured pose to the reference: {error}"
         return ""
 
     def _fault(self, action: Action, reason: str) -> None:
@@ -288,7 +474,7 @@ class SafetySupervisor:
             self.last_error = f"hold force not computable: {error}"
             self._fault(Action.ZERO, f"{reason}; {self.last_error}")
             return self._decision(Action.ZERO, self.reason, output)
-        limit = self.limits.actuator_force_max
+        limit = min(self.settings.hold_force_max, self.limits.actuator_force_max)
         return Decision(np.clip(forces, -limit, limit), Action.HOLD, self.state, reason, output, np.abs(forces) > limit)
 
     def _decision(self, action: Action, reason: str, output=None) -> Decision:

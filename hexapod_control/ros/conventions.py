@@ -70,21 +70,33 @@ def stamp_fields(t: float) -> tuple[int, int]:
 def joint_state_arrays(names, positions, velocities, expected_names) -> tuple[np.ndarray, np.ndarray]:
     """(q, qd) in the order of ``expected_names`` from a JointState's fields, validated.
 
-    Extra joints are ignored (a driver may publish more); a missing joint, mismatched lengths,
-    absent velocities or a non-finite value raise InvalidInputError naming the joint.
+    Extra joints are ignored (a driver may publish more); a missing or repeated joint name (which
+    value would be meant?), mismatched lengths, absent velocities, a non-number or a non-finite
+    value raise InvalidInputError naming the joint.
     """
-    names = list(names)
-    positions, velocities = list(positions), list(velocities)
+    try:
+        names = [str(name) for name in names]
+        positions, velocities = list(positions), list(velocities)
+    except TypeError as error:
+        raise InvalidInputError(f"joint state fields are not sequences: {error}") from error
     if len(positions) != len(names):
         raise InvalidInputError(f"joint state has {len(names)} names but {len(positions)} positions")
     if len(velocities) != len(names):
         raise InvalidInputError(f"joint state has {len(names)} names but {len(velocities)} velocities")
     index = {name: k for k, name in enumerate(names)}
+    if len(index) != len(names):
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        raise InvalidInputError(f"joint state names joint(s) {repeated} more than once")
     missing = [name for name in expected_names if name not in index]
     if missing:
         raise InvalidInputError(f"joint state lacks joint(s) {missing}")
-    q = np.array([positions[index[name]] for name in expected_names], dtype=float)
-    qd = np.array([velocities[index[name]] for name in expected_names], dtype=float)
+    try:
+        q = np.array([positions[index[name]] for name in expected_names], dtype=float)
+        qd = np.array([velocities[index[name]] for name in expected_names], dtype=float)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"joint state holds a value that is not a number: {error}") from error
+    if q.shape != (len(expected_names),) or qd.shape != q.shape:
+        raise InvalidInputError(f"joint state values are not numbers: positions {q.shape}, velocities {qd.shape}")
     for label, values in (("position", q), ("velocity", qd)):
         bad = np.flatnonzero(~np.isfinite(values))
         if bad.size:
