@@ -6,8 +6,10 @@ passes (DDS discovery takes ~3 s on a loaded machine).
 
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ import yaml
 rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import PoseStamped, TwistStamped
+from rcl_interfaces.srv import SetParameters
 from rclpy.parameter import Parameter
 from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, spin_until
 from rosgraph_msgs.msg import Clock
@@ -24,6 +27,7 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
+from hexapod_control.control.safety import Action
 from hexapod_control.control.trajectories import home_pose
 from hexapod_control.errors import InvalidInputError, ParameterError
 from hexapod_control.model.hexapod import HexapodModel
@@ -51,7 +55,8 @@ from hexapod_control.ros.trajectory_node import TrajectoryNode
 
 # Wall-clock tests publish joint states by hand, far slower than 1 kHz: the safety timeouts of the
 # shipped file (20 ms) would fire between two of them, so these tests widen them.
-HAND_FED_SAFETY = {"joint_state_timeout": 1.0, "watchdog_period": 0.05, "reference_timeout": 30.0}
+# They stamp each state with the node's clock at publication; the age bound is widened the same way.
+HAND_FED_SAFETY = {"joint_state_timeout": 1.0, "watchdog_period": 0.05, "reference_timeout": 30.0, "max_feedback_age": 1.0}
 
 PARAMETERS = load_parameters()
 NAMES = PARAMETERS.ros
@@ -262,6 +267,10 @@ class ControllerProbe:
         self.arm_client = probe.create_client(SetBool, f"/{node.get_name()}/arm")
         wait_matched(executor, [self.states, self.references], subscriptions)
 
+    def now(self) -> float:
+        """The node's clock [s]: the stamp of a state measured now."""
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
     def command_after(self, publish):
         """Publish, then the first command the node sends in answer."""
         count = len(self.commands)
@@ -284,13 +293,13 @@ def test_controller_node_arms_controls_and_stops_on_stale_joint_states(make_node
     io = ControllerProbe(make_node, executor, node)
     home = home_pose(HexapodModel(PARAMETERS))
 
-    forces = io.command_after(lambda: io.states.publish(joint_state(0.0, HOME_Q)))
+    forces = io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
     assert np.all(forces == 0.0)  # disarmed: zero
     answer = io.arm()
     assert answer.success, answer.message
     io.references.publish(reference_message(0.0, NAMES.base_frame, reference_point_from_euler(home, np.zeros(6), np.zeros(6))))
     spin_until(executor, lambda: node.last_reference_stamp is not None, DELIVERY_TIMEOUT_S, "the reference at the node")
-    forces = io.command_after(lambda: io.states.publish(joint_state(0.001, HOME_Q)))
+    forces = io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
     # At home, at rest, on the reference: computed torque gives the static force g_bar (8.9e-16 N apart measured).
     np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), rtol=0, atol=4e-15)
     assert len(forces) == 6
@@ -300,25 +309,28 @@ def test_controller_node_arms_controls_and_stops_on_stale_joint_states(make_node
     status = io.wait_for_status(lambda s: s.level == DiagnosticStatus.ERROR and "stale" in s.message, "the stale diagnostic")
     assert values_of(status)["state"] == "fault" and values_of(status)["action"] == "zero"
     # Latched: fresh joint states alone do not restore control.
-    forces = io.command_after(lambda: io.states.publish(joint_state(0.002, HOME_Q)))
+    forces = io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
     assert np.all(forces == 0.0)
 
 
 @pytest.mark.parametrize(
     "bad_state, words",
     [
-        (joint_state(0.01, [0.1765] * 5 + [math.nan]), "nan"),
-        (joint_state(0.01, [0.1765] * 5, names=NAMES.joint_names[:5]), "lacks joint"),
-        (joint_state(0.01, [0.1765] * 5, qd=[0.0] * 6), "5 positions"),
+        (lambda t: joint_state(t, [0.1765] * 5 + [math.nan]), "nan"),
+        (lambda t: joint_state(t, [0.1765] * 5, names=NAMES.joint_names[:5]), "lacks joint"),
+        (lambda t: joint_state(t, [0.1765] * 5, qd=[0.0] * 6), "5 positions"),
+        # slider_0 twice, the second value (last wins) far from the first: which one is measured?
+        (lambda t: joint_state(t, [0.1765] * 6 + [0.25], names=list(NAMES.joint_names) + [NAMES.joint_names[0]]),
+         "more than once"),
     ],
-    ids=["nan", "missing_joint", "wrong_length"],
+    ids=["nan", "missing_joint", "wrong_length", "duplicate_name"],
 )
 def test_controller_node_answers_bad_joint_states_with_zero_force(make_node, executor, tmp_path, bad_state, words):
     node = make_node(ControllerNode, controller="double_loop", params_file=variant_file(tmp_path, HAND_FED_SAFETY))
     io = ControllerProbe(make_node, executor, node)
-    io.command_after(lambda: io.states.publish(joint_state(0.0, HOME_Q)))
+    io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
     assert io.arm().success
-    forces = io.command_after(lambda: io.states.publish(bad_state))
+    forces = io.command_after(lambda: io.states.publish(bad_state(io.now())))
     assert np.all(forces == 0.0)
     status = io.wait_for_status(lambda s: s.level == DiagnosticStatus.ERROR, "the ERROR diagnostic")
     assert "invalid joint state" in status.message and words in status.message
@@ -326,9 +338,9 @@ def test_controller_node_answers_bad_joint_states_with_zero_force(make_node, exe
     assert all(np.all(np.isfinite(c.data)) for c in io.commands)
     # Re-arming needs valid feedback first, then restores the hold (no reference yet).
     assert not io.arm().success
-    io.command_after(lambda: io.states.publish(joint_state(0.02, HOME_Q)))
+    io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
     assert io.arm().success
-    forces = io.command_after(lambda: io.states.publish(joint_state(0.03, HOME_Q)))
+    forces = io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
     np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), rtol=0, atol=1e-15)  # HOLD at rest: 0 N apart measured
 
 
@@ -354,7 +366,7 @@ def test_controller_node_holds_on_a_malformed_reference(make_node, executor, tmp
     """A malformed reference is a HOLD fault (gravity compensation), never a target."""
     node = make_node(ControllerNode, controller="computed_torque", params_file=variant_file(tmp_path, HAND_FED_SAFETY))
     io = ControllerProbe(make_node, executor, node)
-    io.command_after(lambda: io.states.publish(joint_state(0.0, HOME_Q)))
+    io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
     assert io.arm().success
     home = home_pose(HexapodModel(PARAMETERS))
     # Offset by 1 cm: tracking it would give forces far from the hold force g_bar(q).
@@ -363,12 +375,167 @@ def test_controller_node_holds_on_a_malformed_reference(make_node, executor, tmp
     spoil(malformed)
     io.references.publish(malformed)
     spin_until(executor, lambda: node.supervisor.invalid_references == 1, DELIVERY_TIMEOUT_S, "the malformed reference at the node")
-    forces = io.command_after(lambda: io.states.publish(joint_state(0.001, HOME_Q)))
+    forces = io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
     np.testing.assert_allclose(forces, HexapodModel(PARAMETERS).gravity_term(HOME_Q), rtol=0, atol=1e-15)  # HOLD at rest: 0 N apart measured
     status = io.wait_for_status(lambda s: s.level == DiagnosticStatus.ERROR, "the ERROR diagnostic")
     assert "invalid reference" in status.message and words in status.message
     assert values_of(status)["state"] == "fault" and values_of(status)["action"] == "hold"
     assert values_of(status)["invalid_references"] == "1"
+
+
+def test_controller_node_rejects_a_future_stamp_and_keeps_taking_the_genuine_states(make_node, executor, tmp_path):
+    """One state stamped an hour ahead must not make every later genuine state look old (issue 14, item 3)."""
+    node = make_node(ControllerNode, controller="computed_torque", params_file=variant_file(tmp_path, HAND_FED_SAFETY))
+    io = ControllerProbe(make_node, executor, node)
+    home = home_pose(HexapodModel(PARAMETERS))
+    io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
+    io.references.publish(reference_message(0.0, NAMES.base_frame, reference_point_from_euler(home, np.zeros(6), np.zeros(6))))
+    spin_until(executor, lambda: node.last_reference_stamp is not None, DELIVERY_TIMEOUT_S, "the reference at the node")
+    assert io.arm().success
+    io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
+    assert node.last_decision.action == Action.CONTROL
+
+    forces = io.command_after(lambda: io.states.publish(joint_state(io.now() + 3600.0, HOME_Q)))
+    assert np.all(forces == 0.0)
+    status = io.wait_for_status(lambda s: s.level == DiagnosticStatus.ERROR and "ahead of the clock" in s.message,
+                                "the future-stamp diagnostic")
+    assert values_of(status)["action"] == "zero" and values_of(status)["invalid_joint_states"] == "1"
+    # The next genuine state is answered (latched: zero), not ignored as older than the bad stamp ...
+    forces = io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
+    assert np.all(forces == 0.0) and node.supervisor.repeated_joint_states == 0
+    # ... and re-arming restores control at once.
+    assert io.arm().success
+    io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
+    assert node.last_decision.action == Action.CONTROL
+
+
+def test_controller_node_parameters_are_read_only_at_runtime(make_node, executor):
+    """use_sim_time switched on with no /clock would stop the node's clock, and its watchdog (item 5)."""
+    node = make_node(ControllerNode)
+    probe = make_node.probe()
+    client = probe.create_client(SetParameters, f"/{node.get_name()}/set_parameters")
+    changes = [Parameter("use_sim_time", value=True), Parameter("controller", value="computed_torque"),
+               Parameter("arm_on_start", value=True), Parameter("params_file", value="/tmp/other.yaml")]
+    answer = call(executor, client, SetParameters.Request(parameters=[c.to_parameter_msg() for c in changes]))
+    assert [r.successful for r in answer.results] == [False] * len(changes)
+    assert all("read-only" in r.reason for r in answer.results)
+    assert node.get_parameter("use_sim_time").value is False and not node.get_clock().ros_time_is_active
+
+
+@pytest.mark.parametrize("sim_clock", ["absent", "backwards"])
+def test_controller_node_steady_watchdog_zeroes_the_force_when_the_sim_clock_fails(make_node, executor, tmp_path, sim_clock):
+    """Under use_sim_time with /clock absent or going back, the node clock never shows the states as
+    stale; the steady-clock watchdog still publishes zero forces (item 5)."""
+    node = make_node(ControllerNode, controller="computed_torque", use_sim_time=True,
+                     params_file=variant_file(tmp_path, HAND_FED_SAFETY))
+    io = ControllerProbe(make_node, executor, node)
+    clock = make_node.probe().create_publisher(Clock, TOPICS["clock"], RELIABLE_QOS)
+
+    def set_clock(t):
+        message = Clock()
+        message.clock.sec, message.clock.nanosec = stamp_fields(t)
+        clock.publish(message)
+        spin_until(executor, lambda: io.now() == t, DISCOVERY_TIMEOUT_S, f"the node clock at {t} s")
+
+    if sim_clock == "backwards":
+        set_clock(10.0)
+    spin_until(executor, io.arm_client.service_is_ready, DISCOVERY_TIMEOUT_S, "the arm service")
+    start = io.now()  # frozen: states are stamped a little later each, within max_future_stamp
+    io.command_after(lambda: io.states.publish(joint_state(start, HOME_Q)))
+    home = home_pose(HexapodModel(PARAMETERS))
+    io.references.publish(reference_message(start, NAMES.base_frame, reference_point_from_euler(home, np.zeros(6), np.zeros(6))))
+    spin_until(executor, lambda: node.last_reference_stamp is not None, DELIVERY_TIMEOUT_S, "the reference at the node")
+    assert io.arm().success
+    forces = io.command_after(lambda: io.states.publish(joint_state(start + 0.001, HOME_Q)))
+    assert node.last_decision.action == Action.CONTROL and np.all(forces != 0.0)
+    if sim_clock == "backwards":
+        set_clock(5.0)
+
+    timeout = PARAMETERS.safety.sim_time_stall_timeout
+    spin_until(executor, lambda: np.all(np.array(io.commands[-1].data) == 0.0), timeout + DELIVERY_TIMEOUT_S,
+               "zero forces from the steady watchdog")
+    status = io.wait_for_status(lambda s: s.level == DiagnosticStatus.ERROR and "steady clock" in s.message,
+                                "the steady-clock diagnostic")
+    assert values_of(status)["state"] == "fault" and values_of(status)["action"] == "zero"
+
+
+# The killed-controller test: the driver's travel stops catch the platform that sinks before the
+# controller starts (0.40 m lies beyond the straight-leg collapse), a driver rate a Python
+# controller process keeps up with on two cores, and timeouts wide enough for its start-up.
+DRIVER_STOP = 0.30  # [m]
+DRIVER_RATE = 200.0  # [Hz]
+DRIVER_COMMAND_TIMEOUT = 0.05  # [s]
+LATENESS_ALLOWANCE_S = 0.015  # a driver tick measured up to 6 ms late with three ROS processes
+HELD_STATES = 20  # states under the controller's force before the kill
+
+
+class Process:
+    """An executable of the package in its own process, its output in a file for failure messages."""
+
+    def __init__(self, module, log_path, *ros_arguments):
+        self.log_path = log_path
+        self._log = open(log_path, "w")
+        arguments = [item for name, value in ros_arguments for item in ("-p", f"{name}:={value}")]
+        self.process = subprocess.Popen([sys.executable, "-m", module, "--ros-args", *arguments],
+                                        stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy())
+
+    def output(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text()[-3000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=DELIVERY_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+def test_killing_the_controller_process_zeroes_the_force_at_the_driver_within_its_timeout(context, executor, tmp_path):
+    """Nothing below the node decides: the drive side's command timeout does (item 8)."""
+    def edit(hexapod):
+        hexapod["limits"]["actuator_position_max"] = DRIVER_STOP
+
+    params_file = variant_file(tmp_path, {"joint_state_timeout": 0.5, "watchdog_period": 0.05, "max_feedback_age": 0.5}, edit)
+    states = []  # (stamp, position, effort) of the driver's joint states
+    listener = rclpy.create_node("kill_test_listener", context=context)
+    executor.add_node(listener)
+    listener.create_subscription(JointState, TOPICS["joint_states"], lambda m: states.append(
+        (time_from_stamp(m.header.stamp), tuple(m.position), tuple(m.effort))), RELIABLE_QOS)
+    driver = Process("hexapod_control.ros.fake_driver", tmp_path / "driver.log", ("params_file", params_file),
+                     ("rate", DRIVER_RATE), ("command_timeout", DRIVER_COMMAND_TIMEOUT))
+    controller = None
+    try:
+        def wait(condition, what, timeout=DISCOVERY_TIMEOUT_S):
+            try:
+                spin_until(executor, condition, timeout, what)
+            except pytest.fail.Exception:
+                print(driver.output(), controller.output() if controller else "")
+                raise
+
+        # The platform rests on its stops before the controller arms at its first joint state.
+        wait(lambda: states and states[-1][1] == (DRIVER_STOP,) * 6, "the platform on the driver's stops")
+        controller = Process("hexapod_control.ros.controller_node", tmp_path / "controller.log", ("params_file", params_file),
+                             ("controller", "computed_torque"), ("arm_on_start", True))
+        wait(lambda: any(all(e != 0.0 for e in state[2]) for state in states[-5:]), "the controller's force at the driver")
+        held = len(states)
+        wait(lambda: len(states) >= held + HELD_STATES, "states under the controller's force", DELIVERY_TIMEOUT_S)
+        assert all(all(e != 0.0 for e in state[2]) for state in states[held:]), controller.output()
+        controller.process.send_signal(signal.SIGKILL)
+        killed_at = time.time()  # the driver stamps with the system time too
+        controller.process.wait()
+        wait(lambda: any(state[2] == (0.0,) * 6 for state in states[held:]), "zero force after the kill", DELIVERY_TIMEOUT_S)
+        first_zero = next(state for state in states[held:] if state[2] == (0.0,) * 6)
+        assert first_zero[0] - killed_at <= DRIVER_COMMAND_TIMEOUT + 1.0 / DRIVER_RATE + LATENESS_ALLOWANCE_S
+        assert all(state[2] == (0.0,) * 6 for state in states[states.index(first_zero):])  # and it stays zero
+    finally:
+        if controller is not None:
+            controller.stop()
+        driver.stop()
+        listener.destroy_node()
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ Services    ``~/arm`` (std_srvs/SetBool): true arms (or re-arms after a fault), 
 Parameters  ``params_file``; ``controller`` = double_loop | computed_torque; ``gain_set`` = robot |
             simulated_plant (the double loop's velocity gains for a simulated rigid-body plant);
             ``arm_on_start`` (default false): arm at the first valid joint state (simulation);
-            ``use_sim_time``.
+            ``use_sim_time``. All are read-only, ``use_sim_time`` too: a node switched to an absent
+            /clock at runtime would stop its own watchdog. Every safety number is in the file.
 
 Timing: the control law runs once per received joint state (event-driven), not on a timer.
 A joint state not stamped later than the last one taken is ignored (counted in the diagnostics):
@@ -20,7 +21,19 @@ The feedback then reaches the drives with the least delay, and a simulator that 
 command steps in lockstep with the controller, deterministically. The driver must therefore
 publish /joint_states at ``controllers.rate`` (the double loop integrates with the nominal period).
 A watchdog timer (``safety.watchdog_period``, node clock) publishes zero forces while the joint
-states are stale, since the event-driven path is silent exactly then.
+states are stale, since the event-driven path is silent exactly then. A second one runs on the
+steady clock: with /clock absent, stopped or going backwards the node clock never makes anything
+look stale, so it compares monotonic arrival times (timeout ``safety.joint_state_timeout``, or
+``safety.sim_time_stall_timeout`` under use_sim_time, where a simulation may run slower than real
+time). States stamped too far ahead of the node's clock or too long ago are rejected on arrival.
+
+Below the node. If this process dies or hangs, nothing it decides reaches the drives, and
+ros2_control's JointGroupEffortController keeps writing the last force for ever. The drive side
+must therefore zero the force when commands stop: a command timeout in the ros2_control hardware
+interface (compare each write with the time of the last command) or in the drives (their fieldbus
+or analog watchdog), a few control periods long. The package's test driver
+(:mod:`hexapod_control.ros.fake_driver`) has one (``command_timeout``), and test_nodes.py kills
+this node's process to check that the force there drops to zero within it.
 
 Disarmed, the node answers every joint state with zero forces (the drives let go: on the real
 robot the platform then sinks onto its stops, so arm before relying on it). The full
@@ -31,6 +44,10 @@ controller, diagnostics grading), which the lockstep loop, the main job and repl
 
 from __future__ import annotations
 
+import time
+
+from rcl_interfaces.msg import ParameterDescriptor, ParameterType
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -64,6 +81,10 @@ class ControllerNode(Node):
         construct(self, self._setup)
 
     def _setup(self) -> None:
+        use_sim_time = self.get_parameter("use_sim_time").value
+        self.set_descriptor("use_sim_time", ParameterDescriptor(
+            type=ParameterType.PARAMETER_BOOL, description="run on /clock; fixed at start (the watchdog's clock)",
+            read_only=True))
         parameters = load_params_file(self)
         self.names = parameters.ros
         self.controller_name = declare_choice(self, "controller", "double_loop", CONTROLLER_NAMES, "control law")
@@ -81,6 +102,8 @@ class ControllerNode(Node):
         self.create_subscription(MultiDOFJointTrajectory, TOPICS["reference"], self._on_reference, RELIABLE_QOS)
         self.create_service(SetBool, "~/arm", self._on_arm)
         self.create_timer(safety.watchdog_period, self._on_watchdog)
+        self.steady_timeout = safety.sim_time_stall_timeout if use_sim_time else safety.joint_state_timeout
+        self.create_timer(safety.watchdog_period, self._on_steady_watchdog, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_timer(safety.diagnostics_period, self._on_diagnostics_timer)
         self.commands_published = 0
 
@@ -98,7 +121,7 @@ class ControllerNode(Node):
         now = seconds(self)
         arming_on_start = self.control.arm_on_start
         record = self.control.joint_state(now, time_from_stamp(message.header.stamp), message.name,
-                                          message.position, message.velocity)
+                                          message.position, message.velocity, steady=time.monotonic())
         if record is None:
             return  # a copy (e.g. a lockstep simulator's resend) or out of order: answered already
         if record.error:
@@ -133,7 +156,12 @@ class ControllerNode(Node):
 
     def _on_watchdog(self) -> None:
         now = seconds(self)
-        decision = self.control.watchdog(now)
+        self._publish_watchdog(now, self.control.watchdog(now))
+
+    def _on_steady_watchdog(self) -> None:
+        self._publish_watchdog(seconds(self), self.control.steady_watchdog(time.monotonic(), self.steady_timeout))
+
+    def _publish_watchdog(self, now: float, decision: Decision | None) -> None:
         if decision is not None:
             if self.supervisor.state == SupervisorState.FAULT:
                 self.get_logger().error(self.supervisor.reason, throttle_duration_sec=1.0)
