@@ -53,7 +53,7 @@ SIDE_ANGLES_DEG = (-90, 30, 150)
 N_SIDES = 3
 OUTPUT_PATH = Path(__file__).resolve().parent.parent / "model" / "generated" / "dynamics_terms.py"
 # The C twin (same expressions, same CSE) is written next to the Python file: <output>.c; the C
-# control cycle (control_cycle.py's template around generated closure functions) beside them.
+# control cycle (control_cycle.py, calling the C twin) beside them.
 CYCLE_FILE_NAME = "control_cycle.c"
 
 GEOMETRY_PARAMETERS = (
@@ -207,10 +207,6 @@ class Derivation:
     pose_jacobian: list[list[sp.Expr]]  # d xi_dot / d rho_dot (6 rows of 9), xi = (r_F, lambda, mu, nu)
     pose_accelerations: list[sp.Expr]  # xi_dd in terms of the acceleration symbols
     euler_cos_mu: sp.Symbol  # cos(mu) = sqrt(R00^2 + R10^2), 0 at the ZYX singularity
-    apexes: list[sp.Matrix]  # P_0, P_1, P_2 in the base frame (named symbols)
-    closure_jacobian: list[list[sp.Expr]]  # dgamma_k/drho, 3 rows of 9 (gamma_k = (|P_j - P_i|^2 - L_P^2) / 2)
-    platform_axes: tuple[sp.Matrix, sp.Matrix, sp.Matrix]  # x_F, y_F, z_F (named symbols)
-    platform_position: sp.Matrix  # r_F = centroid(P) + H_PQ z_F
 
 
 def derive() -> Derivation:
@@ -386,7 +382,7 @@ def derive() -> Derivation:
         for b in range(a):
             mass_matrix[a][b] = mass_matrix[b][a]
 
-    passive_map, passive_bias, passive_assignments, closure_conditioning, closure_jacobian = _passive_kinematics(
+    passive_map, passive_bias, passive_assignments, closure_conditioning = _passive_kinematics(
         program, coordinates, rates, apexes, heights, cosines, sines, side_frames, jacobian_rows
     )
 
@@ -414,10 +410,6 @@ def derive() -> Derivation:
         pose_jacobian=pose_jacobian,
         pose_accelerations=pose_accelerations,
         euler_cos_mu=cos_mu,
-        apexes=apexes,
-        closure_jacobian=closure_jacobian,
-        platform_axes=(x_axis, y_axis, z_axis),
-        platform_position=frame_position,
         program=program,
         bodies=bodies,
         coordinates=coordinates,
@@ -440,7 +432,7 @@ def _passive_kinematics(program, coordinates, rates, apexes, heights, cosines, s
     gamma_k = (|e_k|^2 - L_P^2) / 2 with the edge e_k = P_j - P_i. Differentiating gamma = 0 twice
     gives dgamma/drho rho_dd + |e_k_d|^2 + e_k . (P_j_dd - P_i_dd)|_{rho_dd = 0} = 0, so
     b = -(dgamma/dphi)^-1 c with c the last two terms. The rates phi_i_d inside c are symbols
-    that the caller assigns A_phi q_d. Also returns dgamma/drho (3 rows of 9, named).
+    that the caller assigns A_phi q_d.
     """
     q = coordinates[:6]
     assignments = []
@@ -495,7 +487,7 @@ def _passive_kinematics(program, coordinates, rates, apexes, heights, cosines, s
     passive_map = [[assign(f"A_phi_{r}_{m}", a_phi[r, m]) for m in range(6)] for r in range(3)]
     bias = -inverse * sp.Matrix(bias_terms)
     passive_bias = [assign(f"phi_bias_{r}", bias[r]) for r in range(3)]
-    return passive_map, passive_bias, assignments, conditioning, jacobian
+    return passive_map, passive_bias, assignments, conditioning
 
 
 def _adjoint(program: KinematicProgram, virtual_power: sp.Expr, rates) -> list[sp.Expr]:
@@ -744,18 +736,12 @@ def _c_signature(spec: FunctionSpec, n_outputs: int) -> str:
     return f"{spec.name}({','.join(arguments)})->{spec.output_shape}[{n_outputs}]"
 
 
-def _emit_c_function(lowered: LoweredFunction, derivation: Derivation, floating_point_status: bool = True) -> str:
-    """The C function of ``lowered``; returning its floating-point status, or a static void one.
-
-    The static kind (for the control cycle) leaves NaN or inf in ``out`` where the status would
-    report a division by zero or an invalid operation: its caller tests the outputs instead.
-    """
+def _emit_c_function(lowered: LoweredFunction, derivation: Derivation) -> str:
     spec, body, outputs, used = lowered.spec, lowered.body, lowered.outputs, lowered.used
     printer = _CPrinter()
     inputs = _input_symbols(derivation)
     arguments = [f"const double *{name}" for name in (*spec.inputs, "parameters")] + ["double *out"]
-    kind = "int" if floating_point_status else "static void"
-    lines = [f"/* {spec.doc} */", f"{kind} {spec.name}({', '.join(arguments)})", "{"]
+    lines = [f"/* {spec.doc} */", f"int {spec.name}({', '.join(arguments)})", "{"]
     for argument in spec.inputs:
         for k, s in enumerate(inputs[argument]):
             if s in used:
@@ -764,15 +750,12 @@ def _emit_c_function(lowered: LoweredFunction, derivation: Derivation, floating_
         s = derivation.parameters[name]
         if s in used:
             lines.append(f"    const double {printer.doprint(s)} = parameters[{k}];")
-    if floating_point_status:
-        lines.append("    feclearexcept(HEXAPOD_FE_FLAGS);")
+    lines.append("    feclearexcept(HEXAPOD_FE_FLAGS);")
     for symbol, expr in body:
         lines.append(f"    const double {printer.doprint(symbol)} = {printer.doprint(expr)};")
     for k, output in enumerate(outputs):
         lines.append(f"    out[{k}] = {printer.doprint(output)};")
-    if floating_point_status:
-        lines.append("    return hexapod_fe_status();")
-    lines.append("}")
+    lines += ["    return hexapod_fe_status();", "}"]
     return "\n".join(lines) + "\n"
 
 
@@ -941,35 +924,6 @@ def _function_specs(derivation: Derivation) -> list[FunctionSpec]:
     ]
 
 
-def _cycle_specs(derivation: Derivation) -> list[FunctionSpec]:
-    """The closure and the platform frame for the C control cycle (control_cycle.py), from the derivation.
-
-    gamma_k = (|P_j - P_i|^2 - L_P^2) / 2 and its nonzero slopes (a_k, b_k) = (dgamma_k/dphi_i,
-    dgamma_k/dphi_j) for the pairs (i, j) of CLOSURE_PAIRS, as ClosedChainKinematics.
-    closure_residual_and_slopes; the frame as platform_frame.
-    """
-    platform_side = derivation.parameters["base_side"] / 2
-    residuals, slopes = [], []
-    for k, (i, j) in enumerate(CLOSURE_PAIRS):
-        edge = derivation.apexes[j] - derivation.apexes[i]
-        residuals.append((edge.dot(edge) - platform_side**2) / 2)
-        slopes += [derivation.closure_jacobian[k][6 + i], derivation.closure_jacobian[k][6 + j]]
-    x_axis, y_axis, z_axis = derivation.platform_axes
-    frame = [*x_axis, *y_axis, *z_axis, *derivation.platform_position]
-    return [
-        FunctionSpec(
-            "cycle_closure_residual_and_slopes",
-            ("q", "phi"),
-            residuals + slopes,
-            "vector",
-            {},
-            "gamma (3) and the slopes a0, b0, a1, b1, a2, b2 of dgamma/dphi (6).",
-            extra=tuple(derivation.passive_assignments),
-        ),
-        FunctionSpec("cycle_platform_frame", ("q", "phi"), frame, "vector", {}, "x_F, y_F, z_F and r_F (12)."),
-    ]
-
-
 def generate_sources() -> tuple[str, str, str]:
     """The full texts of the generated Python module, its C twin and the C control cycle (deterministic)."""
     derivation = derive()
@@ -998,11 +952,7 @@ def generate_sources() -> tuple[str, str, str]:
         f"const char hexapod_signatures[] ={table};\n",
         *c_functions,
     ]
-    cycle_functions = "".join(
-        "\n" + _emit_c_function(_lower(spec, derivation), derivation, floating_point_status=False)
-        for spec in _cycle_specs(derivation)
-    )
-    return python_source, "".join(c_parts), control_cycle.cycle_source(cycle_functions, len(PARAMETER_NAMES))
+    return python_source, "".join(c_parts), control_cycle.cycle_source(len(PARAMETER_NAMES))
 
 
 def generate_source() -> str:
