@@ -12,6 +12,7 @@ computed from those signals directly (numpy), never through the code under test:
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import math
 from pathlib import Path
@@ -27,7 +28,7 @@ from hexapod_control.bags import (
     pose_cdr,
     reference_cdr,
 )
-from hexapod_control.control.controllers import make_controller
+from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.trajectories import Reference, make_trajectory
 from hexapod_control.evaluation.bag import load_run
 from hexapod_control.evaluation.cli import main as evaluate_main
@@ -38,6 +39,7 @@ from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import load_parameters
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
 from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
+from hexapod_control.simulation.lockstep import message_time
 
 PARAMETERS = load_parameters()
 JOINT_NAMES = PARAMETERS.ros.joint_names
@@ -273,18 +275,19 @@ def test_model_check_needs_a_full_window(run, tmp_path):
 
 # ------------------------------------------------------------------------------------------ replay
 def controller_forces(name: str, run: SyntheticRun) -> np.ndarray:
-    """What the controller node computes: reset at the first state, then update per joint state
-    (with the loop's delay compensation, as the node's control loop builds it)."""
-    controller = make_controller(name, HexapodModel(PARAMETERS), delay_compensation=PARAMETERS.controllers.delay_compensation)
-    controller.reset(run.t[0], run.q[0], run.qd[0])
-    return np.array([
-        controller.update(run.t[k], run.q[k], run.qd[k], Reference(run.t[k], r.pose, r.velocity, r.acceleration)).forces
-        for k, r in enumerate(run.references)
-    ])
+    """What the controller node answers: its logic (ControlLoop) fed each sample's reference, then its
+    joint state, at the times the messages carry; no bag involved."""
+    control = ControlLoop(HexapodModel(PARAMETERS), name, "robot", arm_on_start=True)
+    forces = []
+    for k, r in enumerate(run.references):
+        t = message_time(float(run.t[k]))
+        control.reference_sample(t, Reference(t, r.pose, r.velocity, r.acceleration))
+        forces.append(control.joint_state(t, t, JOINT_NAMES, run.q[k], run.qd[k]).forces)
+    return np.array(forces)
 
 
-# The reference crosses a quaternion and back in the bag (round-off ~1e-16 rad), which the gains
-# (K_P up to 1e5 s^-2) could amplify to ~1e-10 N; measured: 0 N (the replay is bit-exact here).
+# Replay feeds the references in their message form and the stamps as a node reads them, so it is
+# bit-exact (measured: 0 N); the bound leaves room for a platform whose libm rounds differently.
 REPLAY_TOLERANCE_N = 1e-9
 
 
@@ -293,7 +296,7 @@ def test_replay_reproduces_the_recorded_controller(run, tmp_path, name):
     replay_duration = 0.15  # the double loop's integrator state is exercised over 150 steps
     short = synthetic_run(replay_duration)
     recorded = dataclasses.replace(short, forces=controller_forces(name, short))
-    data = load_run(write_bag(tmp_path / name, recorded), JOINT_NAMES)
+    data = load_run(write_bag(tmp_path / name, recorded), JOINT_NAMES, reference_points=True)
     result = replay_run(data, PARAMETERS, name, "latest")
     assert result.compared.all() and result.t.size == short.t.size
     np.testing.assert_allclose(result.replayed, recorded.forces, rtol=0, atol=REPLAY_TOLERANCE_N)
@@ -302,34 +305,75 @@ def test_replay_reproduces_the_recorded_controller(run, tmp_path, name):
 
 
 def test_replay_cli(tmp_path, capsys):
-    """The CLI on a bag recorded from computed torque: every sample compared, differences ~0."""
+    """The CLI on a bag recorded from computed torque: every sample compared, differences ~0; the
+    output folder follows the evaluation's rule and is not written over without --force."""
     short = synthetic_run(0.05)
     recorded = dataclasses.replace(short, forces=controller_forces("computed_torque", short))
     bag = write_bag(tmp_path / "recorded", recorded)
-    assert replay_main([str(bag), "--controller", "computed_torque", "-o", str(tmp_path / "replay")]) == 0
+    assert replay_main([str(bag), "--controller", "computed_torque"]) == 0
     out = capsys.readouterr().out
     assert f"{short.t.size} samples compared" in out
     (rms_line,) = [line for line in out.splitlines() if line.startswith("RMS(replayed - recorded)")]
     rms = [float(v) for v in rms_line.split(":", 1)[1].split(",")]
     assert len(rms) == 6 and max(rms) < REPLAY_TOLERANCE_N, rms_line
-    assert list((tmp_path / "replay").glob("*.png")) and list((tmp_path / "replay").glob("*.md"))
+    folder = tmp_path / "recorded_replay"
+    assert {p.suffix for p in folder.iterdir()} == {".png", ".svg", ".md", ".html"}
+    assert replay_main([str(bag), "--controller", "computed_torque"]) == 1
+    assert "--force" in capsys.readouterr().err
+    assert replay_main([str(bag), "--controller", "computed_torque", "--force", "--no-plot"]) == 0
+    assert replay_main([str(bag)]) == 1  # the synthetic bag records no controller
+    assert "give --controller" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------ CLI
 def test_evaluate_cli_two_bags_comparison(run, bag, tmp_path, capsys):
+    """Two runs in one report: Table 1 (per run and axis) holds the imposed errors' statistics, in
+    the CSV to every digit; figures as PNG and SVG, print-sized; report.md and report.html."""
     sqlite_bag = write_bag(tmp_path / "sqlite_run", run, storage="sqlite3")
     out_dir = tmp_path / "report"
     code = evaluate_main([str(bag), str(sqlite_bag), "-o", str(out_dir), "--label", "mcap", "--label", "sqlite",
                           "--steady-state-start", str(STEADY_START_S), "--model-check-stride", "20"])
     assert code == 0
     report = (out_dir / "report.md").read_text()
-    assert "## Comparison" in report and "| mcap |" in report and "| sqlite |" in report
-    expected = expected_error_stats(run.error[:, :3])
-    assert f"{expected['rms_norm'] * 1e3:.4g}" in report  # mm, same 4 digits as the report
-    pngs = sorted(p.name for p in out_dir.glob("*.png"))
-    assert "comparison_tracking.png" in pngs and "mcap_tracking.png" in pngs and "sqlite_forces.png" in pngs
+    assert "**Table 1.**" in report and "| mcap | x | mm |" in report and "| sqlite | nu | deg |" in report
+    steady = run.t >= STEADY_START_S
+    rows = {(r["run"], r["axis"]): r for r in csv.DictReader((out_dir / "table_1_tracking.csv").open())}
+    for label in ("mcap", "sqlite"):
+        for k, (axis, scale) in enumerate(zip(("x", "y", "z", "lambda", "mu", "nu"), (1e3,) * 3 + (180 / math.pi,) * 3)):
+            row = rows[(label, axis)]
+            for column, error in (("whole", run.error[:, k]), ("steady", run.error[steady, k])):
+                assert float(row[f"RMS {column}"]) == pytest.approx(np.sqrt(np.mean(error**2)) * scale, abs=KINEMATICS_TOLERANCE * scale)
+                assert float(row[f"max {column}"]) == pytest.approx(np.abs(error).max() * scale, abs=KINEMATICS_TOLERANCE * scale)
+        norm = expected_error_stats(run.error[:, :3])
+        assert float(rows[(label, "|e_p|")]["RMS whole"]) == pytest.approx(norm["rms_norm"] * 1e3, abs=1e-9)
+    actuators = list(csv.DictReader((out_dir / "table_2_actuators.csv").open()))
+    assert [int(r["actuator"]) for r in actuators] == [1, 2, 3, 4, 5, 6] * 2  # numbered from 1
+    for r in actuators[:6]:
+        k = int(r["actuator"]) - 1
+        assert float(r["peak abs(F) [N]"]) == np.abs(run.forces[:, k]).max()
+    figures = sorted(p.stem for p in out_dir.glob("figure_*.png"))
+    assert figures == sorted(p.stem for p in out_dir.glob("figure_*.svg"))  # vector beside raster
+    assert figures[:5] == ["figure_1_position", "figure_2_orientation", "figure_3_error_norms", "figure_4_forces",
+                           "figure_5_speeds"]
     import matplotlib.image
 
-    image = matplotlib.image.imread(out_dir / "mcap_tracking.png")
-    assert image.shape[0] >= 600 and image.shape[1] >= 1000  # legible size
+    image = matplotlib.image.imread(out_dir / "figure_1_position.png")
+    assert image.shape[1] >= 1400  # a full text width at 200 dpi
+    html = (out_dir / "report.html").read_text()
+    assert html.count("<img src=\"data:image/png;base64,") == len(figures) and "<table" in html
     assert "report:" in capsys.readouterr().out
+    # A second evaluation into the same folder needs --force.
+    assert evaluate_main([str(bag), "-o", str(out_dir), "--no-plots", "--no-model-check"]) == 1
+    assert "--force" in capsys.readouterr().err
+    assert evaluate_main([str(bag), "-o", str(out_dir), "--no-plots", "--no-model-check", "--force"]) == 0
+    assert not list(out_dir.glob("figure_*"))  # the old report's figures went with it
+
+
+def test_default_output_folder_is_one_rule_for_a_folder_and_its_file(bag, tmp_path):
+    from hexapod_control.evaluation.cli import default_output
+
+    (storage_file,) = list(bag.glob("*.mcap"))
+    assert default_output(bag) == default_output(storage_file) == bag.parent / f"{bag.name}_evaluation"
+    lone = tmp_path / "lone.mcap"
+    lone.write_bytes(storage_file.read_bytes())
+    assert default_output(lone) == tmp_path / "lone_evaluation"

@@ -48,18 +48,26 @@ def evaluate(path, **kwargs):
 
 
 def run_cli(args, capsys):
-    code = evaluate_main([str(a) for a in args] + ["--no-model-check"])
+    code = evaluate_main([str(a) for a in args] + ["--no-model-check", "--no-plots"])
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
     return code, captured
 
 
-def test_missing_reference_gives_forces_and_a_note(run, tmp_path, capsys):
+def error_lines(captured) -> list[str]:
+    return [line for line in captured.err.splitlines() if line.startswith("hexapod_evaluate: error:")]
+
+
+def test_missing_reference_is_an_error_unless_partial(run, tmp_path, capsys):
     bag = write_bag(tmp_path / "no_reference", run, skip={"reference"})
     data, metrics = evaluate(bag)
     assert metrics.tracking is None and metrics.forces is not None
     assert any(TOPICS["reference"] in note and "not in the bag" in note for note in data.notes)
-    code, _ = run_cli([bag, "-o", tmp_path / "out"], capsys)
+    code, captured = run_cli([bag, "-o", tmp_path / "out"], capsys)
+    (line,) = error_lines(captured)
+    assert code == 1 and f"tracking need reference: {TOPICS['reference']}" in line and "not in the bag" in line
+    assert not (tmp_path / "out").exists()
+    code, _ = run_cli([bag, "-o", tmp_path / "out", "--partial"], capsys)
     assert code == 0
     report = (tmp_path / "out" / "report.md").read_text()
     assert "not in the bag" in report and "tracking: no references decoded" in report
@@ -70,10 +78,11 @@ def test_nothing_to_evaluate_is_one_line_and_exit_1(run, tmp_path, capsys):
     with BagWriter(path) as writer:
         writer.add_topic(TOPICS["diagnostics"], MESSAGE_TYPES["diagnostics"])
         writer.write(TOPICS["diagnostics"], 1, diagnostics_cdr(0.0, [(0, "x", "ok", {})]))
-    code, captured = run_cli([path, "-o", tmp_path / "out"], capsys)
-    assert code == 1
-    assert captured.err.count("\n") == 1 and "nothing could be evaluated" in captured.err
-    assert not (tmp_path / "out" / "report.md").exists()
+    for partial in ([], ["--partial"]):
+        code, captured = run_cli([path, "-o", tmp_path / "out", *partial], capsys)
+        (line,) = error_lines(captured)
+        assert code == 1 and TOPICS["joint_states"] in line and "/diagnostics" in line  # what the bag has instead
+        assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("make", ["missing", "empty_dir", "garbage_mcap", "text_file"])
@@ -87,8 +96,9 @@ def test_unreadable_paths(tmp_path, capsys, make):
     elif make == "text_file":
         path = tmp_path / "notes.txt"
         path.write_text("hello")
-    code, captured = run_cli([path], capsys)
-    assert code == 1 and captured.err.count("\n") == 1 and captured.err.startswith("hexapod_evaluate:")
+    code, captured = run_cli([path, "-o", tmp_path / "out"], capsys)
+    (line,) = error_lines(captured)
+    assert code == 1 and line.count(str(path)) == 1  # named once
 
 
 def test_unsorted_and_duplicated_stamps(run, tmp_path):
@@ -134,12 +144,12 @@ def test_truncated_bag(run, tmp_path, capsys, storage):
 
 
 def test_bag_without_metadata(run, tmp_path):
-    """A recorder killed before closing leaves no metadata.yaml: the storage file is read directly."""
+    """A bag without metadata.yaml: the storage file is read directly, with a note."""
     bag = write_bag(tmp_path / "killed", run)
     (bag / "metadata.yaml").unlink()
     data, metrics = evaluate(bag)
     assert data.joint_t.size == run.t.size
-    assert any("salvaged" in note for note in data.notes)
+    assert any("no metadata.yaml" in note for note in data.notes)
     assert_stats(metrics.position_whole, run.error[:, :3])
 
 
@@ -219,7 +229,7 @@ def test_damaged_metadata_reads_the_storage_file(run, tmp_path):
     bag = write_bag(tmp_path / "damaged_meta", run)
     (bag / "metadata.yaml").write_text("rosbag2_bagfile_information: [not, valid")
     contents = read_bag(bag)
-    assert any("salvaged" in note for note in contents.notes)
+    assert any("metadata.yaml unreadable" in note for note in contents.notes)
     assert len(contents.topics[TOPICS["joint_states"]].records) == run.t.size
 
 

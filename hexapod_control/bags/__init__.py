@@ -1,4 +1,4 @@
-"""rosbag2 bags through ``rosbags`` (no ROS needed): message encoding, writing, reading, salvage.
+"""rosbag2 bags (no ROS needed): message encoding, writing (through ``rosbags``), reading in bulk.
 
 Pure Python: the recorder node (``ros/recorder_node.py``) hands the writer the serialized CDR bytes
 its raw subscriptions receive, and the evaluation tools read bags recorded here or by
@@ -9,15 +9,17 @@ One job per module, each depending only on those above it:
 
 * :mod:`.topics` - topic names: the defaults of ``ros.conventions.TOPICS`` with the user's overrides.
 * :mod:`.messages` - CDR bytes of the project's messages from plain numbers (``*_cdr``), and back.
+* :mod:`.run_info` - :class:`RunInfo`, what a bag's metadata records about its run (custom_data).
 * :mod:`.writer` - :class:`BagWriter`, a bag (MCAP by default, sqlite3 as an option) of raw CDR messages.
-* :mod:`.contents` - :class:`BagContents`, what reading a bag yields.
-* :mod:`.salvage` - the messages before the damage of a storage file rosbags cannot open.
+* :mod:`.contents` - :class:`BagContents` and :class:`MessageBlock`, what reading a bag yields.
+* :mod:`.cdr` - the numbers of a whole block of fixed-layout messages at once (numpy).
+* :mod:`.mcap`, :mod:`.sqlite` - the storage files, read in blocks; what a damaged file still holds.
 * :mod:`.reader` - :func:`read_bag`: a bag directory, one without ``metadata.yaml`` or a lone file.
 
 A bag that cannot be read at all raises :class:`~hexapod_control.errors.BagError`.
 """
 
-from hexapod_control.bags.contents import BagContents, TopicRecords
+from hexapod_control.bags.contents import BagContents, MessageBlock, TopicRecords
 from hexapod_control.bags.messages import (
     deserialize,
     diagnostics_cdr,
@@ -28,6 +30,7 @@ from hexapod_control.bags.messages import (
     reference_cdr,
 )
 from hexapod_control.bags.reader import read_bag
+from hexapod_control.bags.run_info import RunInfo
 from hexapod_control.bags.topics import parse_topic_overrides, resolve_topic_names
 from hexapod_control.bags.writer import BagWriter
 from hexapod_control.errors import BagError
@@ -36,6 +39,8 @@ __all__ = [
     "BagContents",
     "BagError",
     "BagWriter",
+    "MessageBlock",
+    "RunInfo",
     "TopicRecords",
     "deserialize",
     "diagnostics_cdr",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping, Optional
 
 from hexapod_control.bags.messages import typestore
 from hexapod_control.errors import InvalidInputError
@@ -16,10 +17,12 @@ class BagWriter:
 
     ``add_topic`` registers a topic with its ROS type name (the type store supplies the message
     definition and type hash that ``ros2 bag`` and Foxglove expect); ``write`` takes the
-    serialized bytes exactly as a raw subscription delivers them.
+    serialized bytes exactly as a raw subscription delivers them. ``custom_data`` (string keys and
+    values) goes into the bag's metadata, as ``ros2 bag record --custom-data`` puts it (see
+    ``bags.run_info`` for what the package records about a run).
     """
 
-    def __init__(self, path, storage: str = "mcap"):
+    def __init__(self, path, storage: str = "mcap", custom_data: Optional[Mapping[str, str]] = None):
         from rosbags.rosbag2 import StoragePlugin, Writer
 
         if storage not in STORAGE_FORMATS:
@@ -30,6 +33,10 @@ class BagWriter:
         plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
         self.storage = storage
         self._writer = Writer(self.path, version=ROSBAG2_VERSION, storage_plugin=plugin)
+        for key, value in (custom_data or {}).items():
+            if not isinstance(value, str):
+                raise InvalidInputError(f"custom data {key!r} must be a string, got {type(value).__name__}")
+            self._writer.set_custom_data(key, value)
         self._writer.open()
         self._connections: dict[str, object] = {}
         self.counts: dict[str, int] = {}

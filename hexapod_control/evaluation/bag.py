@@ -1,12 +1,18 @@
 """Decode a run's bag into time series: joint states, references, forces, platform pose, diagnostics.
 
+Reading. The bag is read block by block (``bags.read_bag`` with a consumer) and each block is
+decoded at once (``evaluation.decode``: in bulk where the message layout is fixed), so an hour at
+1 kHz is never held as raw bytes. The run's ``custom_data`` (controller, gain set, parameters,
+plant, loop delay: ``bags.run_info``) comes along.
+
 Times. Every series is put on the clock of the ``/joint_states`` header stamps, in seconds from the
 run's origin: the first reference stamp (the trajectory's t = 0, where the kappa ramp starts), or
 the first joint-state stamp when there is no reference.
 
 * JointState, PoseStamped and the reference use their header stamps (the reference adds the
   point's ``time_from_start``). A topic whose stamps are all zero (an unstamped publisher) uses
-  its bag log times instead, with a note.
+  its bag log times instead, with a note. A topic stamped on another clock than the joint states
+  is moved onto theirs (``evaluation.timing``), with a note.
 * Float64MultiArray has no header. Each force command gets the stamp of the latest joint state
   *logged before it* in the bag: the controller answers the joint state it last received, so a
   command is tied to the measurement it was computed from, whatever the offset or rate between
@@ -15,34 +21,30 @@ the first joint-state stamp when there is no reference.
 Robustness. Messages that cannot be decoded or have the wrong sizes (a JointState with 5 positions,
 a Float64MultiArray with 7 values, NaN) are skipped and counted per reason; out-of-order stamps
 are sorted and duplicated stamps dropped (first kept), each with a note. Nothing here raises for
-bad data: :class:`RunData` carries what could be decoded and ``notes`` says what could not.
+bad data: :class:`RunData` carries what could be decoded, ``notes`` says what could not, and
+:meth:`RunData.missing` says, per topic, why a metric that needs it cannot be computed.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional
 
 import numpy as np
 
-from hexapod_control.bags import BagContents, deserialize, read_bag
+from hexapod_control.bags import MessageBlock, RunInfo, read_bag
 from hexapod_control.bags.topics import resolve_topic_names
-from hexapod_control.errors import InvalidInputError
-from hexapod_control.model.rotations import euler_zyx_from_quaternion
-from hexapod_control.ros.conventions import (
-    MESSAGE_TYPES,
-    ReferencePoint,
-    effort_array,
-    euler_from_reference_point,
-    joint_state_arrays,
-)
+from hexapod_control.evaluation import timing
+from hexapod_control.evaluation.decode import Skips, TopicDecoder
+from hexapod_control.ros.conventions import MESSAGE_TYPES
 
 # Topics the evaluation decodes (keys of ros_conventions.TOPICS).
 EVALUATED_TOPICS = ("joint_states", "reference", "platform_pose", "effort_commands", "diagnostics")
 DIAGNOSTIC_LEVELS = {0: "OK", 1: "WARN", 2: "ERROR", 3: "STALE"}
+# Samples each metric needs, per topic key (a period needs two joint states).
+REQUIRED_SAMPLES = {"joint_states": 2, "reference": 1, "effort_commands": 1}
 
 
 @dataclass
@@ -60,13 +62,17 @@ class RunData:
     storage: str
     topic_names: dict[str, str]  # key -> topic name used
     available: dict[str, tuple[Optional[str], int]]  # every topic of the bag
+    joint_names: list[str] = field(default_factory=list)  # the bag's names of q1..q6
     joint_t: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (N,) [s]
+    joint_stamp_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # (N,) the stamps themselves
     q: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # [m]
     qd: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # [m/s]
     ref_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ref_pose: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # xi_d [m, rad]
     ref_velocity: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))
     ref_acceleration: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))
+    ref_stamp_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # on the joint-state clock
+    ref_points: np.ndarray = field(default_factory=lambda: np.zeros((0, 19)))  # message numbers (load_run reference_points)
     effort_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
     forces: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # [N]
     pose_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -75,65 +81,105 @@ class RunData:
     origin_ns: int = 0  # absolute stamp of t = 0 [ns]
     origin: str = ""  # what t = 0 is
     effort_timing: str = ""  # how the force commands were placed in time
-    notes: list[str] = field(default_factory=list)  # missing topics, skipped messages, repairs
+    run_info: RunInfo = field(default_factory=RunInfo)  # what the bag's metadata says about the run
+    sampling: dict[str, timing.Sampling] = field(default_factory=dict)  # key -> periods, jitter, gaps
+    decoded: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (messages, decoded)
+    skip_reasons: dict[str, str] = field(default_factory=dict)  # key -> most frequent skip reason
+    bag_joint_names: Optional[list[str]] = None  # joint names of the bag's first joint state
+    notes: list[str] = field(default_factory=list)  # missing topics, skipped messages, repairs, clocks
 
     @property
     def has_joint_states(self) -> bool:
-        return self.joint_t.size >= 2
+        return self.joint_t.size >= REQUIRED_SAMPLES["joint_states"]
 
     @property
     def has_references(self) -> bool:
-        return self.ref_t.size >= 1
+        return self.ref_t.size >= REQUIRED_SAMPLES["reference"]
 
     @property
     def has_forces(self) -> bool:
-        return self.effort_t.size >= 1
+        return self.effort_t.size >= REQUIRED_SAMPLES["effort_commands"]
+
+    def missing(self, key: str) -> Optional[str]:
+        """Why the topic of ``key`` gives too few samples for a metric (one line), or None."""
+        needed = REQUIRED_SAMPLES[key]
+        topic, expected = self.topic_names[key], MESSAGE_TYPES[key]
+        messages, decoded = self.decoded.get(key, (0, 0))
+        if decoded >= needed:
+            return None
+        if topic not in self.available:
+            alike = [f"{name} ({count} messages)" for name, (msgtype, count) in sorted(self.available.items())
+                     if msgtype == expected]
+            found = (f"topics of that type: {', '.join(alike)} (map one with --topic {key}=NAME)" if alike else
+                     "it has " + ", ".join(f"{name} ({msgtype})" for name, (msgtype, _) in sorted(self.available.items())))
+            return f"{topic} ({expected}) is not in the bag; {found}"
+        msgtype = self.available[topic][0]
+        if msgtype != expected:
+            return f"{topic} has type {msgtype}, expected {expected} (map another topic with --topic {key}=NAME)"
+        if messages == 0:
+            return f"{topic} has no messages"
+        text = f"{topic}: {decoded} of {messages} messages decoded, {needed} needed"
+        if key in self.skip_reasons:
+            text += f"; skipped: {self.skip_reasons[key]}"
+        if key == "joint_states" and self.bag_joint_names is not None and not set(self.joint_names) <= set(self.bag_joint_names):
+            text += f" (the bag names the joints {self.bag_joint_names}: map them to q1..q6 with --joint-names)"
+        return text
 
 
-class _Skips:
-    """Counts skipped messages per topic and reason, for one note per (topic, reason)."""
+class _RunDecoder:
+    """Decodes the evaluated topics block by block as the bag is read."""
 
-    def __init__(self):
-        self.counts: dict[str, Counter] = {}
+    def __init__(self, names: dict[str, str], joint_names, bulk: bool, reference_points: bool):
+        self.names, self.joint_names, self.bulk = names, list(joint_names), bulk
+        self.reference_points = reference_points
+        self.keys = {names[key]: key for key in EVALUATED_TOPICS}
+        self.skips = Skips()
+        self.decoders: dict[str, TopicDecoder] = {}
 
-    def add(self, topic: str, reason: str) -> None:
-        self.counts.setdefault(topic, Counter())[reason] += 1
-
-    def notes(self) -> list[str]:
-        lines = []
-        for topic, reasons in self.counts.items():
-            for reason, count in reasons.most_common():
-                lines.append(f"{topic}: skipped {count} message(s): {reason}")
-        return lines
-
-
-def _stamp_ns(stamp) -> int:
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-
-
-def _decode(records, msgtype, topic, skips, convert):
-    """[(log ns, stamp ns or None, values)] of the records ``convert`` accepts."""
-    out = []
-    for log_ns, data in records:
-        try:
-            message = deserialize(data, msgtype)
-        except Exception as error:  # noqa: BLE001 - a damaged CDR buffer fails in many ways
-            skips.add(topic, f"undecodable CDR ({type(error).__name__})")
-            continue
-        try:
-            stamp_ns, values = convert(message)
-        except (InvalidInputError, ValueError, IndexError, TypeError, AttributeError) as error:
-            skips.add(topic, _reason(error))
-            continue
-        out.append((log_ns, stamp_ns, values))
-    return out
+    def __call__(self, block: MessageBlock, msgtype: str) -> None:
+        key = self.keys[block.topic]
+        if msgtype != MESSAGE_TYPES[key]:
+            return  # noted once at the end
+        decoder = self.decoders.get(key)
+        if decoder is None:
+            decoder = self.decoders[key] = TopicDecoder(key, block.topic, msgtype, self.joint_names, self.skips, self.bulk,
+                                                        self.reference_points)
+        decoder.add(block)
 
 
-def _reason(error: Exception) -> str:
-    """A skip reason that groups alike messages: the error text up to the first number list."""
-    text = " ".join(str(error).split())
-    cut = text.find(": [")
-    return text[:cut] if cut > 0 else text
+def load_run(
+    path,
+    joint_names,
+    topic_overrides: Optional[Mapping[str, str]] = None,
+    label: Optional[str] = None,
+    bulk: bool = True,
+    reference_points: bool = False,
+) -> RunData:
+    """Read and decode the bag at ``path``; raises BagError only when it cannot be opened.
+
+    ``joint_names`` are the bag's names of q1..q6; ``bulk=False`` decodes every message one by one
+    (the reference path the tests compare the bulk decoding with); ``reference_points`` keeps the
+    references' message numbers too (``ref_points``, for replay).
+    """
+    names = resolve_topic_names(topic_overrides)
+    decoder = _RunDecoder(names, joint_names, bulk, reference_points)
+    contents = read_bag(path, {names[key] for key in EVALUATED_TOPICS}, consumer=decoder)
+    run = RunData(label=label or Path(path).name, path=contents.path, storage=contents.storage,
+                  topic_names=dict(names), available=dict(contents.available), joint_names=list(joint_names),
+                  run_info=RunInfo.from_custom_data(contents.custom_data))
+    run.notes.extend(contents.notes)
+    for key in EVALUATED_TOPICS:
+        topic = names[key]
+        found = contents.available.get(topic)
+        if found is None:
+            run.notes.append(f"{topic} ({key}): not in the bag")
+        elif found[0] != MESSAGE_TYPES[key]:
+            run.notes.append(f"{topic} ({key}): type {found[0] or 'several'}, expected {MESSAGE_TYPES[key]}: skipped")
+        elif found[1] == 0:
+            run.notes.append(f"{topic} ({key}): no messages")
+    _assemble(run, decoder)
+    run.notes.extend(decoder.skips.notes())
+    return run
 
 
 def _order(times_ns: np.ndarray, topic: str, notes: list[str]) -> np.ndarray:
@@ -153,52 +199,45 @@ def _order(times_ns: np.ndarray, topic: str, notes: list[str]) -> np.ndarray:
     return order[keep]
 
 
-def _times(decoded, topic: str, notes: list[str]) -> np.ndarray:
-    """Stamps [ns], or log times when the publisher left every stamp at zero."""
-    stamps = np.array([s for _, s, _ in decoded], dtype=np.int64)
-    if stamps.size and not np.any(stamps):
+def _times(log_ns: np.ndarray, stamp_ns: np.ndarray, topic: str, notes: list[str]) -> tuple[np.ndarray, str]:
+    """(times [ns], their source): the stamps, or the log times when every stamp is zero."""
+    if stamp_ns.size and not np.any(stamp_ns):
         notes.append(f"{topic}: every header stamp is zero: using the bag's log (receive) times")
-        return np.array([log for log, _, _ in decoded], dtype=np.int64)
-    return stamps
+        return log_ns, "bag log (receive) times"
+    return stamp_ns, "header stamps"
 
 
-def load_run(
-    path,
-    joint_names,
-    topic_overrides: Optional[Mapping[str, str]] = None,
-    label: Optional[str] = None,
-) -> RunData:
-    """Read and decode the bag at ``path``; raises BagError only when it cannot be opened."""
-    names = resolve_topic_names(topic_overrides)
-    wanted = {names[key] for key in EVALUATED_TOPICS}
-    contents = read_bag(path, wanted)
-    return decode_run(contents, list(joint_names), names, label or Path(path).name)
+def _assemble(run: RunData, decoder: _RunDecoder) -> None:
+    """Put the decoded topics on one clock, sorted, and tie the force commands to joint states."""
+    names, notes = run.topic_names, run.notes
+    series = {}
+    for key, topic_decoder in decoder.decoders.items():
+        series[key] = topic_decoder.series()
+        run.decoded[key] = (topic_decoder.messages, topic_decoder.decoded)
+        reason = decoder.skips.first_reason(topic_decoder.topic)
+        if reason:
+            run.skip_reasons[key] = reason
+        if key == "joint_states":
+            run.bag_joint_names = topic_decoder.bag_joint_names
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), ())
+    joint_log, joint_stamp, joint_values = series.get("joint_states", empty)
+    joint_ns, joint_clock = _times(joint_log, joint_stamp, names["joint_states"], notes)
+    joint_offset = timing.receive_offset(joint_log, joint_ns)
 
+    def on_joint_clock(key: str):
+        """(times ns on the joint-state clock, how they were obtained, values) of a stamped topic."""
+        log, stamp, values = series.get(key, empty)
+        ns, clock = _times(log, stamp, names[key], notes)
+        shift = timing.clock_shift(joint_offset, timing.receive_offset(log, ns))
+        if shift:
+            notes.append(
+                f"{names[key]}: stamped on another clock than {names['joint_states']} (their receive-time offsets "
+                f"differ by {shift * timing.NS:.6g} s): moved onto the joint-state clock by that difference"
+            )
+            ns, clock = ns + shift, f"{clock} moved by {shift * timing.NS:.6g} s onto the joint-state clock"
+        return ns, clock, values
 
-def decode_run(contents: BagContents, joint_names, names: dict[str, str], label: str) -> RunData:
-    run = RunData(label=label, path=contents.path, storage=contents.storage, topic_names=dict(names), available=dict(contents.available))
-    notes = run.notes
-    notes.extend(contents.notes)
-    skips = _Skips()
-    decoded = {}
-    for key in EVALUATED_TOPICS:
-        topic = names[key]
-        records = contents.topics.get(topic)
-        if records is None:
-            notes.append(f"{topic} ({key}): not in the bag")
-            continue
-        if records.msgtype != MESSAGE_TYPES[key]:
-            notes.append(f"{topic} ({key}): type {records.msgtype}, expected {MESSAGE_TYPES[key]}: skipped")
-            continue
-        if not records.records:
-            notes.append(f"{topic} ({key}): no messages")
-            continue
-        decoded[key] = _decode(records.records, records.msgtype, topic, skips, _CONVERTERS[key](joint_names))
-
-    joints = decoded.get("joint_states", [])
-    joint_ns = _times(joints, names["joint_states"], notes)
-    references = decoded.get("reference", [])
-    reference_ns = _times(references, names["reference"], notes)
+    reference_ns, reference_clock, reference_values = on_joint_clock("reference")
     # t = 0: the trajectory's start (first reference), else the first measurement.
     if reference_ns.size:
         run.origin_ns, run.origin = int(reference_ns.min()), f"first reference stamp on {names['reference']}"
@@ -208,145 +247,71 @@ def decode_run(contents: BagContents, joint_names, names: dict[str, str], label:
     def seconds(ns):
         return (np.asarray(ns, dtype=np.int64) - run.origin_ns) * 1e-9
 
-    if joints:
+    if joint_ns.size:
         keep = _order(joint_ns, names["joint_states"], notes)
-        run.joint_t = seconds(joint_ns[keep])
-        run.q = np.array([joints[k][2][0] for k in keep]).reshape(-1, 6)
-        run.qd = np.array([joints[k][2][1] for k in keep]).reshape(-1, 6)
-    if references:
+        run.joint_stamp_ns = joint_ns[keep]
+        run.joint_t = seconds(run.joint_stamp_ns)
+        run.q, run.qd = joint_values[0][keep], joint_values[1][keep]
+    run.sampling["joint_states"] = timing.sampling("joint_states", names["joint_states"], run.joint_t, joint_clock)
+    if reference_ns.size:
         keep = _order(reference_ns, names["reference"], notes)
-        run.ref_t = seconds(reference_ns[keep])
-        run.ref_pose, run.ref_velocity, run.ref_acceleration = (
-            np.array([references[k][2][m] for k in keep]).reshape(-1, 6) for m in range(3)
-        )
-    poses = decoded.get("platform_pose", [])
-    if poses:
-        pose_ns = _times(poses, names["platform_pose"], notes)
+        run.ref_stamp_ns = reference_ns[keep]
+        run.ref_t = seconds(run.ref_stamp_ns)
+        run.ref_pose, run.ref_velocity, run.ref_acceleration = (v[keep] for v in reference_values[:3])
+        if len(reference_values) > 3:
+            run.ref_points = reference_values[3][keep]
+        run.sampling["reference"] = timing.sampling("reference", names["reference"], run.ref_t, reference_clock)
+    pose_ns, pose_clock, pose_values = on_joint_clock("platform_pose")
+    if pose_ns.size:
         keep = _order(pose_ns, names["platform_pose"], notes)
-        run.pose_t = seconds(pose_ns[keep])
-        run.pose = np.array([poses[k][2] for k in keep]).reshape(-1, 6)
+        run.pose_t, run.pose = seconds(pose_ns[keep]), pose_values[0][keep]
 
     # Map log times onto the joint-state clock: the stamp of the latest joint state logged before.
-    joint_log = np.array([log for log, _, _ in joints], dtype=np.int64)
     log_order = np.argsort(joint_log, kind="stable")
-    joint_log, joint_log_stamp = joint_log[log_order], joint_ns[log_order] if joints else joint_ns
+    joint_log_sorted, joint_log_stamp = joint_log[log_order], joint_ns[log_order]
 
     def log_to_stamp(log_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(stamp ns, valid) for log times; invalid before the first joint state was logged."""
-        if joint_log.size == 0:
+        if joint_log_sorted.size == 0:
             return log_ns, np.ones(log_ns.size, dtype=bool)
-        index = np.searchsorted(joint_log, log_ns, side="right") - 1
+        index = np.searchsorted(joint_log_sorted, log_ns, side="right") - 1
         valid = index >= 0
         return np.where(valid, joint_log_stamp[np.maximum(index, 0)], 0), valid
 
-    efforts = decoded.get("effort_commands", [])
-    if efforts:
-        log_ns = np.array([log for log, _, _ in efforts], dtype=np.int64)
-        effort_ns, valid = log_to_stamp(log_ns)
-        if joint_log.size:
-            run.effort_timing = (
-                "each force command is placed at the stamp of the latest joint state logged before it "
-                "(the measurement the controller answered)"
-            )
-            early = int(np.count_nonzero(~valid))
-            if early:
-                notes.append(f"{names['effort_commands']}: {early} command(s) logged before any joint state: skipped")
-        else:
-            run.effort_timing = "force commands are placed at their bag log times (no joint states)"
-        values = np.array([v for _, _, v in efforts]).reshape(-1, 6)[valid]
-        effort_ns = effort_ns[valid]
-        # Several commands answering one joint state: the last one is what the drive applied.
-        order = np.argsort(effort_ns, kind="stable")
-        effort_ns, values = effort_ns[order], values[order]
-        last = np.ones(effort_ns.size, dtype=bool)
-        last[:-1] = np.diff(effort_ns) != 0
-        repeated = int(np.count_nonzero(~last))
-        if repeated:
-            notes.append(
-                f"{names['effort_commands']}: {repeated} command(s) superseded by a later one for the same joint state"
-            )
-        run.effort_t, run.forces = seconds(effort_ns[last]), values[last]
-
-    for log_ns, _, statuses in decoded.get("diagnostics", []):
-        stamp_ns, valid = log_to_stamp(np.array([log_ns], dtype=np.int64))
-        t = float(seconds(stamp_ns)[0]) if valid[0] else math.nan
-        run.diagnostics.extend(DiagnosticEntry(t, level, name, message) for level, name, message in statuses)
-
-    notes.extend(skips.notes())
-    return run
+    effort_log, _, effort_values = series.get("effort_commands", empty)
+    if effort_log.size:
+        _place_forces(run, effort_log, effort_values[0], log_to_stamp, joint_log_sorted.size > 0, seconds)
+    diagnostics_log, _, diagnostics_values = series.get("diagnostics", empty)
+    if diagnostics_log.size:
+        stamp_ns, valid = log_to_stamp(diagnostics_log)
+        times = seconds(stamp_ns)
+        for k, statuses in enumerate(diagnostics_values[0]):
+            t = float(times[k]) if valid[k] else math.nan
+            run.diagnostics.extend(DiagnosticEntry(t, level, name, message) for level, name, message in statuses)
 
 
-# ------------------------------------------------------------------------------------------ converters
-def _joint_state(joint_names):
-    def convert(message):
-        q, qd = joint_state_arrays(message.name, message.position, message.velocity, joint_names)
-        return _stamp_ns(message.header.stamp), (q, qd)
-
-    return convert
-
-
-def _vector3(v) -> tuple[float, float, float]:
-    return (float(v.x), float(v.y), float(v.z))
-
-
-def _reference(_joint_names):
-    def convert(message):
-        if len(message.points) != 1:
-            raise InvalidInputError(f"reference has {len(message.points)} points, expected 1")
-        point = message.points[0]
-        if not (len(point.transforms) == len(point.velocities) == len(point.accelerations) == 1):
-            raise InvalidInputError(
-                "reference point needs one transform, velocity and acceleration, got "
-                f"{len(point.transforms)}, {len(point.velocities)}, {len(point.accelerations)}"
-            )
-        transform, velocity, acceleration = point.transforms[0], point.velocities[0], point.accelerations[0]
-        rotation = transform.rotation
-        values = euler_from_reference_point(
-            ReferencePoint(
-                translation=_vector3(transform.translation),
-                rotation=(float(rotation.x), float(rotation.y), float(rotation.z), float(rotation.w)),
-                linear_velocity=_vector3(velocity.linear),
-                angular_velocity=_vector3(velocity.angular),
-                linear_acceleration=_vector3(acceleration.linear),
-                angular_acceleration=_vector3(acceleration.angular),
-            )
+def _place_forces(run: RunData, log_ns, values, log_to_stamp, joint_states_logged: bool, seconds) -> None:
+    names, notes = run.topic_names, run.notes
+    effort_ns, valid = log_to_stamp(log_ns)
+    if joint_states_logged:
+        run.effort_timing = (
+            "each force command is placed at the stamp of the latest joint state logged before it "
+            "(the measurement the controller answered)"
         )
-        stamp = _stamp_ns(message.header.stamp) + _stamp_ns(point.time_from_start)
-        return stamp, values
-
-    return convert
-
-
-def _effort(_joint_names):
-    def convert(message):
-        return None, effort_array(message.data)
-
-    return convert
-
-
-def _pose(_joint_names):
-    def convert(message):
-        p, o = message.pose.position, message.pose.orientation
-        values = (float(p.x), float(p.y), float(p.z), float(o.x), float(o.y), float(o.z), float(o.w))
-        if not all(math.isfinite(v) for v in values):
-            raise InvalidInputError("platform pose holds a non-finite value")
-        euler = euler_zyx_from_quaternion(*values[3:])
-        return _stamp_ns(message.header.stamp), np.array(values[:3] + tuple(euler))
-
-    return convert
-
-
-def _diagnostics(_joint_names):
-    def convert(message):
-        return None, [(int(s.level), str(s.name), str(s.message)) for s in message.status]
-
-    return convert
-
-
-_CONVERTERS = {
-    "joint_states": _joint_state,
-    "reference": _reference,
-    "effort_commands": _effort,
-    "platform_pose": _pose,
-    "diagnostics": _diagnostics,
-}
+        early = int(np.count_nonzero(~valid))
+        if early:
+            notes.append(f"{names['effort_commands']}: {early} command(s) logged before any joint state: skipped")
+    else:
+        run.effort_timing = "force commands are placed at their bag log times (no joint states)"
+    values, effort_ns = values[valid], effort_ns[valid]
+    # Several commands answering one joint state: the last one is what the drive applied.
+    order = np.argsort(effort_ns, kind="stable")
+    effort_ns, values = effort_ns[order], values[order]
+    last = np.ones(effort_ns.size, dtype=bool)
+    last[:-1] = np.diff(effort_ns) != 0
+    repeated = int(np.count_nonzero(~last))
+    if repeated:
+        notes.append(f"{names['effort_commands']}: {repeated} command(s) superseded by a later one for the same joint state")
+    run.effort_t, run.forces = seconds(effort_ns[last]), values[last]
+    run.sampling["effort_commands"] = timing.sampling("effort_commands", names["effort_commands"], run.effort_t,
+                                                      "stamp of the joint state each command answers")

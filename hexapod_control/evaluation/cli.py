@@ -1,150 +1,268 @@
-"""``hexapod_evaluate`` (also ``python -m hexapod_control.evaluation``): bags -> report.md + PNGs.
+"""``hexapod_evaluate`` (also ``python -m hexapod_control.evaluation``): bags -> report, tables, figures.
 
-Exit status 0 when at least one bag was evaluated (the report lists what was missing or skipped),
-1 with one line on stderr when nothing could be evaluated or the options are wrong, 2 for usage.
+What each bag needs, by metric: tracking needs the joint states and the reference, forces the
+force commands, speeds the joint states, the model check joint states and force commands. A bag
+missing any of them is an error (exit 1, one line naming the topic and what the bag has instead)
+unless ``--partial`` asks for whatever can be evaluated.
+
+Exit status 0 when every bag was evaluated, 1 otherwise with one ``error:`` line per problem on
+stderr (wrong options, an unreadable bag, missing data, an existing report folder without
+``--force``), 2 for usage errors. Progress lines go to stderr too, without ``error:``.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from hexapod_control.bags import BagError
+from hexapod_control.bags import BagError, RunInfo
+from hexapod_control.bags.reader import read_custom_data
 from hexapod_control.bags.topics import parse_topic_overrides
 from hexapod_control.errors import HexapodError
-from hexapod_control.evaluation.bag import RunData, load_run
+from hexapod_control.evaluation.bag import EVALUATED_TOPICS, RunData, load_run
 from hexapod_control.evaluation.metrics import RunMetrics, evaluate_run
-from hexapod_control.evaluation.report import write_report
+from hexapod_control.evaluation.report import summary_line, write_report
 from hexapod_control.model.parameters import (
     MATCHING_METHODS,
     EvaluationSettings,
     HexapodParameters,
+    default_parameters_path,
     load_parameters,
 )
 
 PROG = "hexapod_evaluate"
+# What each metric needs (topic keys); all are requested unless --partial or --no-model-check.
+METRIC_NEEDS = {
+    "tracking": ("joint_states", "reference"),
+    "forces": ("effort_commands",),
+    "speeds": ("joint_states",),
+    "model check": ("joint_states", "effort_commands"),
+}
+# Evaluation cost per MB of bag (benchmarks/bench_evaluate.py, 2-core machine, plots on), for the
+# expected time printed before each bag.
+EXPECTED_SECONDS_PER_MB = 0.012
+OUTPUT_SUFFIX = "_evaluation"
+# Files a report folder holds, removed before a report is written over an old one (--force).
+REPORT_FILES = ("report.md", "report.html", "table_*.csv", "table_*.md", "figure_*.png", "figure_*.svg")
+
+
+def bag_root(path: Path) -> Path:
+    """The bag a path names: a bag directory, or the directory of a storage file inside one, else
+    the file itself without its suffix."""
+    path = Path(path)
+    if path.is_file() and ((path.parent / "metadata.yaml").exists() or path.parent.name == path.stem):
+        return path.parent
+    return path.with_suffix("") if path.is_file() else path
+
+
+def default_output(bag: Path, suffix: str = OUTPUT_SUFFIX) -> Path:
+    """One rule for a bag directory and a storage file alike: ``<bag>_evaluation`` next to the bag."""
+    root = bag_root(bag)
+    return root.parent / f"{root.name}{suffix}"
+
+
+def prepare_output(folder: Path, force: bool, prog: str, files: Sequence[str] = REPORT_FILES) -> None:
+    """Refuse a non-empty folder unless ``force``; with it, remove the old report's files."""
+    if folder.exists() and not folder.is_dir():
+        raise HexapodError(f"output {folder} exists and is not a folder")
+    if folder.exists() and any(folder.iterdir()):
+        if not force:
+            raise HexapodError(f"output folder {folder} exists and is not empty: give --force to write over it, "
+                               f"or -o another folder")
+        for pattern in files:
+            for old in folder.glob(pattern):
+                old.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    keys = ", ".join(EVALUATED_TOPICS)
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Evaluate recorded hexapod runs: tracking errors (FK of the joint states vs the reference), "
-        "forces, saturation, speeds, FK failures and a model check; writes report.md with PNG plots.",
+        description="Evaluate recorded hexapod runs (bags of the main job, the recorder node or `ros2 bag record` on the "
+        "robot): tracking errors (forward kinematics of the joint states against the reference) per axis, forces, "
+        "saturation, speeds, forward-kinematics failures, travel violations and a model check. Writes report.md, "
+        "report.html (self-contained), the tables as CSV and the figures as PNG and SVG.",
+        epilog="A bag records its controller, gain set and parameters in its metadata (custom_data hexapod.*) when the "
+        "main job or `ros2 bag record --custom-data` wrote them; they are used unless --params is given.",
     )
     parser.add_argument("bags", nargs="+", help="rosbag2 directories, .mcap or .db3 files (one run each)")
-    parser.add_argument("-o", "--output", help="report folder (default: <first bag's folder>/evaluation)")
+    parser.add_argument("-o", "--output", type=Path,
+                        help=f"report folder (default: <first bag>{OUTPUT_SUFFIX} next to it, for a bag folder or a "
+                        "storage file alike)")
+    parser.add_argument("--force", action="store_true", help="write over an existing report folder (default: refuse)")
     parser.add_argument("--label", action="append", default=[], help="run name in the report, once per bag (default: bag name)")
-    parser.add_argument("--params", help="parameters YAML: model, limits, joint names, recording settings (default: config/hexapod.yaml)")
+    parser.add_argument("--params", type=Path,
+                        help="parameters YAML: model, limits, joint names, evaluation settings (default: the parameters "
+                        f"recorded in each bag, else {default_parameters_path()})")
+    parser.add_argument("--joint-names", nargs=6, metavar="NAME",
+                        help="the bag's joint names of q1..q6, in that order (default: ros.joint_names of the parameters, "
+                        "slider_0 .. slider_5)")
     parser.add_argument("--topic", action="append", default=[], metavar="KEY=NAME",
-                        help="topic name for a key of ros_conventions.TOPICS, e.g. joint_states=/robot/joint_states")
+                        help=f"topic name for a key, once per key; KEY is one of {keys}; e.g. "
+                        "joint_states=/robot/joint_states (default: the names of ros/conventions.py TOPICS)")
+    parser.add_argument("--partial", action="store_true",
+                        help="evaluate what a bag allows when topics are missing (default: missing data is an error)")
     parser.add_argument("--steady-state-start", type=float, metavar="S",
-                        help="steady-state window start after the first reference [s] (default: recording.evaluation)")
+                        help="steady-state window start after the first reference [s] (default: "
+                        "recording.evaluation.steady_state_start, 10 s)")
     parser.add_argument("--reference-matching", choices=MATCHING_METHODS,
-                        help="reference at each joint-state stamp (default: recording.evaluation.reference_matching)")
-    parser.add_argument("--model-check-stride", type=int, metavar="N", help="inverse dynamics at every N-th sample")
+                        help="reference at each joint-state stamp: interpolate between neighbours or take the latest "
+                        "(default: recording.evaluation.reference_matching, interpolate)")
+    parser.add_argument("--model-check-stride", type=int, metavar="N",
+                        help="inverse dynamics at every N-th grid point (default: recording.evaluation.model_check_stride, 5)")
     parser.add_argument("--no-model-check", action="store_true", help="skip the inverse-dynamics model check")
-    parser.add_argument("--no-plots", action="store_true", help="report without figures")
+    parser.add_argument("--no-plots", action="store_true", help="report and tables without figures")
     return parser
 
 
-def evaluation_settings(args, settings: EvaluationSettings) -> EvaluationSettings:
-    changes = {}
-    if args.steady_state_start is not None:
-        if not args.steady_state_start >= 0.0:
-            raise HexapodError(f"--steady-state-start must be >= 0 s, got {args.steady_state_start}")
-        changes["steady_state_start"] = args.steady_state_start
-    if args.reference_matching:
-        changes["reference_matching"] = args.reference_matching
-    if args.model_check_stride is not None:
-        if args.model_check_stride < 1:
-            raise HexapodError(f"--model-check-stride must be >= 1, got {args.model_check_stride}")
-        changes["model_check_stride"] = args.model_check_stride
-    return settings.model_copy(update=changes)  # each option checked above
+@dataclass
+class SettingsOverrides:
+    steady_state_start: Optional[float] = None
+    reference_matching: Optional[str] = None
+    model_check_stride: Optional[int] = None
+
+    def applied(self, settings: EvaluationSettings) -> EvaluationSettings:
+        changes = {}
+        if self.steady_state_start is not None:
+            if not self.steady_state_start >= 0.0:
+                raise HexapodError(f"--steady-state-start must be >= 0 s, got {self.steady_state_start}")
+            changes["steady_state_start"] = self.steady_state_start
+        if self.reference_matching:
+            changes["reference_matching"] = self.reference_matching
+        if self.model_check_stride is not None:
+            if self.model_check_stride < 1:
+                raise HexapodError(f"--model-check-stride must be >= 1, got {self.model_check_stride}")
+            changes["model_check_stride"] = self.model_check_stride
+        return settings.model_copy(update=changes)  # each option checked above
+
+
+def bag_parameters(bag: Path, label: str, parameters: Optional[HexapodParameters]) -> tuple[HexapodParameters, RunInfo]:
+    """The given parameters, else those the bag recorded, else the shipped ones; and the bag's run info."""
+    info = RunInfo.from_custom_data(read_custom_data(bag))
+    if parameters is not None:
+        return parameters, info
+    return info.controller_parameters(label) or load_parameters(), info
+
+
+def missing_data(run: RunData, metrics: Sequence[str]) -> list[str]:
+    """One line per topic that a requested metric needs and the bag does not give."""
+    needed = {}
+    for metric in metrics:
+        for key in METRIC_NEEDS[metric]:
+            needed.setdefault(key, []).append(metric)
+    problems = []
+    for key, wanting in needed.items():
+        reason = run.missing(key)
+        if reason:
+            problems.append(f"{', '.join(wanting)} need {key}: {reason}")
+    return problems
 
 
 def evaluate_bags(
     bags: Sequence[str],
-    parameters: HexapodParameters,
-    settings: EvaluationSettings,
+    parameters: Optional[HexapodParameters],
     output: Path,
     labels: Sequence[str] = (),
     topic_overrides=None,
+    joint_names: Optional[Sequence[str]] = None,
+    overrides: SettingsOverrides = SettingsOverrides(),
     model_check: bool = True,
     make_plots: bool = True,
+    partial: bool = False,
     title: str = "Hexapod run evaluation",
     preamble: Sequence[str] = (),
     progress: Optional[Callable[[str], None]] = None,
 ) -> tuple[Optional[Path], list[tuple[RunData, RunMetrics]], list[tuple[str, str]]]:
-    """Evaluate every bag; (report path or None when nothing was evaluated, results, failures)."""
-    joint_names = parameters.ros.joint_names
-    pairs, failed = [], []
+    """Evaluate every bag; (report path or None when nothing was evaluated, results, failures).
+
+    ``parameters`` None: each bag's recorded parameters, else the shipped ones. Without ``partial``
+    a bag that lacks data a metric needs is a failure; with it, the report says what is missing.
+    """
+    say = progress or (lambda line: None)
+    metrics_wanted = [m for m in METRIC_NEEDS if model_check or m != "model check"]
+    pairs, failed, settings = [], [], None
     for index, bag in enumerate(bags):
-        label = labels[index] if index < len(labels) else None
-        if progress:
-            progress(f"evaluating {bag}")
+        label = labels[index] if index < len(labels) else bag_root(Path(bag)).name
+        started = time.monotonic()
+        size = _size_mb(Path(bag))
+        say(f"evaluating {bag} ({size:.0f} MB; ~{max(1.0, size * EXPECTED_SECONDS_PER_MB):.0f} s expected)")
         try:
-            run = load_run(bag, joint_names, topic_overrides, label=label)
-        except BagError as error:
-            failed.append((str(bag), str(error)))
+            bag_params, _ = bag_parameters(Path(bag), label, parameters)
+            run = load_run(bag, joint_names or bag_params.ros.joint_names, topic_overrides, label=label)
+        except (BagError, HexapodError) as error:
+            failed.append((str(bag), _without_path(" ".join(str(error).split()), bag)))
             continue
-        metrics = evaluate_run(run, parameters, settings, model_check=model_check)
+        say(f"  read and decoded {sum(n for n, _ in run.decoded.values())} messages in {time.monotonic() - started:.1f} s")
+        problems = [] if partial else missing_data(run, metrics_wanted)
+        if problems:
+            failed.append((str(bag), "; ".join(problems) + " (--partial evaluates what the bag has)"))
+            continue
+        run_settings = overrides.applied(bag_params.recording.evaluation)
+        settings = settings or run_settings
+        metrics = evaluate_run(run, bag_params, run_settings, model_check=model_check)
+        say(f"  metrics{' and model check' if model_check else ''} done at {time.monotonic() - started:.1f} s")
         if metrics.evaluated:
             pairs.append((run, metrics))
         else:
-            reasons = "; ".join(run.notes + metrics.notes) or "no usable data"
-            failed.append((str(bag), reasons))
+            failed.append((str(bag), "; ".join(run.notes + metrics.notes) or "no usable data"))
     if not pairs:
         return None, pairs, failed
+    started = time.monotonic()
     report = write_report(pairs, output, settings, failed, title=title, make_plots=make_plots, preamble=preamble)
+    say(f"report{' and figures' if make_plots else ''} written in {time.monotonic() - started:.1f} s")
     return report, pairs, failed
+
+
+def _without_path(message: str, bag) -> str:
+    """The message without a leading "<bag>: ": the caller names the bag once."""
+    prefix = f"{bag}: "
+    return message[len(prefix):] if message.startswith(prefix) else message
+
+
+def _size_mb(path: Path) -> float:
+    files = path.rglob("*") if path.is_dir() else [path]
+    return sum(f.stat().st_size for f in files if f.is_file()) / 1e6 if path.exists() else 0.0
+
+
+def _stderr(line: str) -> None:
+    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     if args.label and len(args.label) != len(args.bags):
-        print(f"{PROG}: give --label once per bag ({len(args.bags)}), or not at all", file=sys.stderr)
+        _stderr(f"error: give --label once per bag ({len(args.bags)}), or not at all")
         return 1
     try:
-        parameters = load_parameters(args.params)
-        settings = evaluation_settings(args, parameters.recording.evaluation)
-        overrides = parse_topic_overrides(args.topic)
-        first = Path(args.bags[0])
-        output = Path(args.output) if args.output else first.parent / "evaluation"
+        parameters = load_parameters(args.params) if args.params else None
+        overrides = SettingsOverrides(args.steady_state_start, args.reference_matching, args.model_check_stride)
+        overrides.applied((parameters or load_parameters()).recording.evaluation)  # check the options now
+        topics = parse_topic_overrides(args.topic)
+        output = args.output or default_output(Path(args.bags[0]))
+        prepare_output(output, args.force, PROG)
         report, pairs, failed = evaluate_bags(
-            args.bags, parameters, settings, output, args.label, overrides,
-            model_check=not args.no_model_check, make_plots=not args.no_plots,
+            args.bags, parameters, output, args.label, topics, args.joint_names, overrides,
+            model_check=not args.no_model_check, make_plots=not args.no_plots, partial=args.partial, progress=_stderr,
         )
     except (HexapodError, OSError) as error:
-        print(f"{PROG}: {' '.join(str(error).split())}", file=sys.stderr)
-        return 1
-    if report is None:
-        reasons = "; ".join(f"{bag}: {reason}" for bag, reason in failed)
-        print(f"{PROG}: nothing could be evaluated: {' '.join(reasons.split())}", file=sys.stderr)
+        _stderr("error: " + " ".join(str(error).split()))
         return 1
     for bag, reason in failed:
-        print(f"{PROG}: not evaluated: {bag}: {' '.join(reason.split())}", file=sys.stderr)
+        _stderr(f"error: {bag}: {reason}")
+    if report is None:
+        if output.exists() and not any(output.iterdir()):
+            shutil.rmtree(output)  # made for nothing
+        return 1
     for run, metrics in pairs:
         print(summary_line(run, metrics))
-    print(f"report: {report}")
-    return 0
-
-
-def summary_line(run: RunData, m: RunMetrics) -> str:
-    """One line per run for the terminal."""
-    from hexapod_control.evaluation.report import DEG, MM, _f
-
-    parts = [run.label]
-    for name, stats, scale, unit in (
-        ("e_p", m.position_whole, MM, "mm"), ("e_p steady", m.position_steady, MM, "mm"),
-        ("e_o", m.orientation_whole, DEG, "deg"), ("e_o steady", m.orientation_steady, DEG, "deg"),
-    ):
-        if stats is not None:
-            parts.append(f"{name} RMS {_f(stats.rms_norm * scale)} {unit} max {_f(stats.max_norm * scale)} {unit}")
-    if m.forces is not None:
-        parts.append(f"peak force {_f(float(m.forces.peak.max()))} N, saturated {_f(m.forces.saturation_time_any, 3)} s")
-    return "; ".join(parts)
+    print(f"report: {report} (and {report.with_suffix('.html').name})")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -16,7 +16,14 @@ Definitions (the report repeats them):
   for the median command period).
 * Actuator speed peaks: max |q_dot| per actuator from the joint states, against the speed limit.
 * FK failures: stamps where the forward kinematics of the recorded q raised (no assembly,
-  no convergence, a jump to another assembly mode); those samples carry no pose error.
+  no convergence, a jump to another assembly mode); those samples carry no pose error. The forward
+  kinematics runs on the whole series at once (``evaluation.batch``).
+* Travel: joint states with an actuator outside [actuator_position_min, actuator_position_max]
+  (the inverse kinematics refuses such poses; the forward kinematics solves them, so they are
+  counted here).
+* Gaps: with ``interpolate``, a joint state between two references further apart than
+  ``timing.GAP_FACTOR`` reference periods (dropped references) is not evaluated: the straight line
+  across the gap is not what the controller was given.
 """
 
 from __future__ import annotations
@@ -27,13 +34,12 @@ from typing import Optional
 
 import numpy as np
 
-from hexapod_control.errors import AssemblyError, AssemblyModeJumpError, ConvergenceError, InvalidInputError
+from hexapod_control.errors import InvalidInputError
+from hexapod_control.evaluation import batch, timing
 from hexapod_control.evaluation.bag import RunData
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import EvaluationSettings, HexapodParameters
 from hexapod_control.model.rotations import wrap_angle
-
-FK_ERRORS = (ConvergenceError, AssemblyModeJumpError, AssemblyError, InvalidInputError)
 
 
 @dataclass
@@ -73,6 +79,13 @@ class FkResult:
 
 
 @dataclass
+class TravelViolations:
+    samples: int  # joint states with at least one actuator outside its travel
+    first: tuple[float, int, float]  # (t [s], actuator 1..6, q [m]) of the first one
+    limits: tuple[float, float]  # [m]
+
+
+@dataclass
 class RunMetrics:
     label: str
     duration: float  # [s] span of the joint states
@@ -81,6 +94,7 @@ class RunMetrics:
     force_samples: int
     matching: str
     steady_state_start: float
+    model_check_stride: int = 1
     tracking: Optional[TrackingSeries] = None
     position_whole: Optional[ErrorStats] = None
     position_steady: Optional[ErrorStats] = None
@@ -90,6 +104,7 @@ class RunMetrics:
     speed_peak: Optional[np.ndarray] = None  # (6,) [m/s]
     speed_limit: float = math.nan
     fk_failures: list = field(default_factory=list)  # [(t, message)]
+    outside_travel: Optional[TravelViolations] = None
     pose_topic_difference: Optional[tuple[float, float, int]] = None  # (max position [m], max angle [rad], samples)
     model_check: Optional[object] = None  # model_check.ModelCheck
     notes: list[str] = field(default_factory=list)  # what could not be evaluated, and why
@@ -101,19 +116,21 @@ class RunMetrics:
 
 # ------------------------------------------------------------------------------------------ pieces
 def forward_kinematics_series(model: HexapodModel, t: np.ndarray, q: np.ndarray) -> FkResult:
-    """FK of every row of q in order (warm-started along the motion); failures recorded, not raised."""
-    pose = np.full((len(q), 6), np.nan)
-    phi = np.full((len(q), 3), np.nan)
-    failures = []
-    state = model.create_state()
-    for k, row in enumerate(q):
-        try:
-            fk = model.forward_kinematics(row, state)
-        except FK_ERRORS as error:
-            failures.append((float(t[k]), f"{type(error).__name__}: {' '.join(str(error).split())}"))
-            continue
-        pose[k], phi[k] = fk.pose, fk.phi
-    return FkResult(pose, phi, failures)
+    """FK of every row of q, tracking the physical mode along the motion; failures recorded, not raised."""
+    solved = batch.forward_kinematics_batch(model.kinematics, q)
+    return FkResult(solved.pose, solved.phi, [(float(t[k]), message) for k, message in solved.failures])
+
+
+def travel_violations(t: np.ndarray, q: np.ndarray, limits) -> Optional[TravelViolations]:
+    """Joint states with an actuator outside its travel (None when there are none)."""
+    low, high = limits.actuator_position_min, limits.actuator_position_max
+    outside = (q < low) | (q > high)
+    rows = np.flatnonzero(outside.any(axis=1))
+    if not rows.size:
+        return None
+    first = int(rows[0])
+    actuator = int(np.flatnonzero(outside[first])[0])
+    return TravelViolations(int(rows.size), (float(t[first]), actuator + 1, float(q[first, actuator])), (low, high))
 
 
 def match_reference(method: str, ref_t: np.ndarray, ref_values: list[np.ndarray], t: np.ndarray):
@@ -133,6 +150,7 @@ def match_reference(method: str, ref_t: np.ndarray, ref_values: list[np.ndarray]
     if method != "interpolate":
         raise InvalidInputError(f"unknown reference matching {method!r}; expected interpolate or latest")
     valid = (t >= ref_t[0]) & (t <= ref_t[-1])
+    valid &= ~_across_gaps(ref_t, t)
     matched = []
     for m, values in enumerate(ref_values):
         values = values.copy()
@@ -144,6 +162,17 @@ def match_reference(method: str, ref_t: np.ndarray, ref_values: list[np.ndarray]
             out[:, 3:] = wrap_angle(out[:, 3:])
         matched.append(out)
     return matched, valid
+
+
+def _across_gaps(ref_t: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Stamps strictly inside a gap of the references (timing.GAP_FACTOR median periods)."""
+    if ref_t.size < 2:
+        return np.zeros(t.size, dtype=bool)
+    gap_after = timing.gap_mask(ref_t, float(np.median(np.diff(ref_t))))
+    if not gap_after.any():
+        return np.zeros(t.size, dtype=bool)
+    index = np.clip(np.searchsorted(ref_t, t, side="right"), 0, ref_t.size - 1)
+    return gap_after[index] & (t > ref_t[index - 1]) & (t < ref_t[index])
 
 
 def error_stats(error: np.ndarray) -> Optional[ErrorStats]:
@@ -202,6 +231,7 @@ def evaluate_run(
         force_samples=int(run.effort_t.size),
         matching=settings.reference_matching,
         steady_state_start=settings.steady_state_start,
+        model_check_stride=settings.model_check_stride,
         speed_limit=limits.actuator_speed_max,
     )
     notes = metrics.notes
@@ -214,6 +244,7 @@ def evaluate_run(
         return metrics
     metrics.speed_peak = np.max(np.abs(run.qd), axis=0)
 
+    metrics.outside_travel = travel_violations(run.joint_t, run.q, limits)
     fk = forward_kinematics_series(HexapodModel(parameters), run.joint_t, run.q)
     metrics.fk_failures = fk.failures
     if run.pose_t.size:
@@ -227,7 +258,8 @@ def evaluate_run(
         outside = int(np.count_nonzero(~matched))
         if outside:
             notes.append(
-                f"tracking: {outside} joint state(s) outside the reference span ({settings.reference_matching}) not evaluated"
+                f"tracking: {outside} joint state(s) outside the reference span or in its gaps "
+                f"({settings.reference_matching}) not evaluated"
             )
         if not ok.any():
             notes.append("tracking: no joint state has both a matched reference and a forward-kinematics pose")

@@ -12,6 +12,8 @@ faster than the window (a chattering loop) is compared in the same band as the m
 
 On the embedded simulator, whose plant is this model, the residual measures the differentiation
 only; against MuJoCo or the real robot it measures the model error (friction, inertias, ...).
+The forward kinematics and the inverse dynamics run on all the grid points at once
+(``evaluation.batch``).
 """
 
 from __future__ import annotations
@@ -21,12 +23,11 @@ from typing import Optional
 
 import numpy as np
 
+from hexapod_control.evaluation import batch
 from hexapod_control.evaluation.bag import RunData
-from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.evaluation.timing import GAP_FACTOR
+from hexapod_control.model.kinematics import Kinematics
 from hexapod_control.model.parameters import EvaluationSettings, HexapodParameters
-
-# A step longer than this many median periods is a gap in the joint states, not jitter.
-GAP_FACTOR = 2.0
 
 
 @dataclass
@@ -39,7 +40,13 @@ class ModelCheck:
     rms_recorded: Optional[np.ndarray] = None  # (6,) RMS of the recorded forces, for scale [N]
     window_samples: int = 0
     period: float = float("nan")  # grid period [s]
-    failures: int = 0  # grid points where the inverse dynamics raised
+    failures: int = 0  # grid points where the forward kinematics or the inverse dynamics failed
+    gap_points: int = 0  # grid points left out because their window reaches into a gap
+
+    @property
+    def residual(self) -> np.ndarray:
+        """(N, 6) recorded - predicted [N]."""
+        return self.recorded - self.predicted
 
 
 def window_length(window: float, period: float, order: int) -> int:
@@ -77,8 +84,16 @@ def check_model(run: RunData, parameters: HexapodParameters, settings: Evaluatio
     # Leave out every grid point whose window reaches into a gap.
     gap_starts = run.joint_t[:-1][steps > GAP_FACTOR * period]
     gap_ends = run.joint_t[1:][steps > GAP_FACTOR * period]
-    for start, end in zip(gap_starts, gap_ends):
-        valid &= ~((grid + half * period > start) & (grid - half * period < end))
+    usable = int(valid.sum())
+    if gap_starts.size:
+        # A window [g - half, g + half] periods overlaps (start, end) when g lies in (start - half, end + half).
+        lower = np.searchsorted(grid, gap_starts - half * period, side="right")
+        upper = np.searchsorted(grid, gap_ends + half * period, side="left")
+        cover = np.zeros(grid.size + 1, dtype=np.int64)
+        np.add.at(cover, lower, 1)
+        np.add.at(cover, upper, -1)
+        valid &= np.cumsum(cover[:-1]) == 0
+    gap_points = usable - int(valid.sum())
     # Recorded force on the grid: the latest command at or before each point (what the drive holds).
     index = np.searchsorted(run.effort_t, grid, side="right") - 1
     valid &= index >= 0
@@ -96,16 +111,11 @@ def check_model(run: RunData, parameters: HexapodParameters, settings: Evaluatio
     if selected.size == 0:
         return ModelCheck(reason="no grid point with a full derivative window and a recorded force", window_samples=window, period=period)
 
-    model = HexapodModel(parameters)
-    state = model.create_state()
-    predicted = np.full((selected.size, 6), np.nan)
-    failures = 0
-    for row, k in enumerate(selected):
-        try:
-            predicted[row] = model.inverse_dynamics(q[k], qd[k], qdd[k], state=state)
-        except Exception:  # noqa: BLE001 - FK or dynamics failure at one point: counted, not fatal
-            failures += 1
+    q_selected = q[selected]
+    fk = batch.forward_kinematics_batch(Kinematics(parameters), q_selected)
+    predicted = batch.inverse_dynamics_batch(parameters, q_selected, fk.phi, qd[selected], qdd[selected])
     ok = np.all(np.isfinite(predicted), axis=1)
+    failures = int(np.count_nonzero(~ok))
     if not ok.any():
         return ModelCheck(reason="the inverse dynamics failed at every grid point", failures=failures, window_samples=window, period=period)
     recorded = aligned[selected]
@@ -119,4 +129,5 @@ def check_model(run: RunData, parameters: HexapodParameters, settings: Evaluatio
         window_samples=window,
         period=period,
         failures=failures,
+        gap_points=gap_points,
     )

@@ -31,9 +31,15 @@ from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import HexapodError
 from hexapod_control.evaluation.bag import RunData, load_run
+from hexapod_control.evaluation.decode import reference_point
 from hexapod_control.evaluation.metrics import match_reference
 from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.model.parameters import MATCHING_METHODS, HexapodParameters, load_parameters
+from hexapod_control.model.parameters import (
+    MATCHING_METHODS,
+    HexapodParameters,
+    default_parameters_path,
+    load_parameters,
+)
 
 
 @dataclass
@@ -63,13 +69,22 @@ class ReplayResult:
         return np.max(np.abs(d), axis=0) if d.size else np.full(6, np.nan)
 
 
+def node_times(stamp_ns: np.ndarray) -> np.ndarray:
+    """Stamps [ns] as a node reads them: sec + 1e-9 nanosec, the float operations of time_from_stamp."""
+    sec, nanosec = np.divmod(np.asarray(stamp_ns, dtype=np.int64), 1_000_000_000)
+    return sec.astype(np.float64) + 1e-9 * nanosec.astype(np.float64)
+
+
 def replay_run(run: RunData, parameters: HexapodParameters, controller_name: str, matching: str,
                gain_set: str = "robot") -> ReplayResult:
     """Feed the run through the controller node's logic; raises BagError when there is nothing to replay.
 
     A fresh :class:`ControlLoop` (supervisor and controller, armed at the first valid joint state as
-    the simulated stacks arm) takes, for each recorded joint state in stamp order, the reference
-    matched at its stamp and then the joint state, exactly as the node would have.
+    the simulated stacks arm) takes, for each recorded joint state in stamp order, the references
+    stamped up to it and then the joint state, exactly as the node would have. With ``latest``
+    matching and the references' message numbers loaded (``load_run(..., reference_points=True)``)
+    the references go in as received (message form, each once); otherwise (``interpolate``) the
+    reference matched at each joint-state stamp is handed over as a trajectory sample.
     """
     if not run.has_joint_states:
         raise BagError(f"{run.label}: fewer than 2 joint states: nothing to replay")
@@ -86,8 +101,20 @@ def replay_run(run: RunData, parameters: HexapodParameters, controller_name: str
     replayed = np.zeros((run.joint_t.size, 6))
     answered = np.zeros(run.joint_t.size, dtype=bool)
     statuses = Counter()
-    for k, t in enumerate(run.joint_t.tolist()):
-        if valid[k]:
+    # The node's clock: a stamp read as sec + 1e-9 nanosec (conventions.time_from_stamp), not the
+    # seconds from the run's origin, so that every time the controller sees is the recorded one.
+    joint_times = node_times(run.joint_stamp_ns)
+    as_received = matching == "latest" and len(run.ref_points) == run.ref_t.size
+    reference_times, fed = node_times(run.ref_stamp_ns), 0
+    for k, t in enumerate(joint_times.tolist()):
+        if as_received:
+            # Every reference stamped up to this joint state, once and in order, in its message form:
+            # what the node had received when the joint state arrived.
+            while fed < run.ref_stamp_ns.size and run.ref_stamp_ns[fed] <= run.joint_stamp_ns[k]:
+                stamp = float(reference_times[fed])
+                control.reference(stamp, stamp, reference_point(run.ref_points[fed]))
+                fed += 1
+        elif valid[k]:
             control.reference_sample(t, Reference(t, pose[k], velocity[k], acceleration[k]))
         record = control.joint_state(t, t, control.joint_names, run.q[k], run.qd[k])
         if record is None:
@@ -114,74 +141,101 @@ def replay_run(run: RunData, parameters: HexapodParameters, controller_name: str
     return ReplayResult(run.label, controller_name, matching, t, replayed, recorded, statuses, notes, gain_set)
 
 
+REPLAY_SUFFIX = "_replay"
+REPLAY_FILES = ("replay_*.md", "replay_*.html", "replay_*.png", "replay_*.svg")
+
+
 def write_replay_report(result: ReplayResult, run: RunData, folder: Path, params_source: str, make_plot: bool = True) -> Path:
+    """replay_<run>_<controller>.md and .html (with the figure) in ``folder``; returns the .md."""
     from hexapod_control.evaluation import plots
-    from hexapod_control.evaluation.report import _f, _slug
+    from hexapod_control.evaluation.document import Document, Figure, Table
+    from hexapod_control.evaluation.report import slug
 
     folder.mkdir(parents=True, exist_ok=True)
-    lines = [f"# Replay of {run.label} through `{result.controller}`", ""]
-    lines.append(f"- bag: `{run.path}`; parameters: `{params_source}` (gain set `{result.gain_set}`); reference matched by `{result.matching}`")
-    lines.append(f"- joint states replayed: {result.t.size}; compared with a recorded command: {int(result.compared.sum())}")
-    lines.append("- controller statuses: " + ", ".join(f"{s} {n}" for s, n in result.statuses.most_common()))
-    lines.extend(f"- {note}" for note in run.notes + result.notes)
-    lines.append("")
-    lines.append("| actuator | RMS(replayed - recorded) [N] | max abs difference [N] |")
-    lines.append("|---|---:|---:|")
+    name = f"replay_{slug(run.label)}_{result.controller}"
+    document = Document(f"Replay of {run.label} through `{result.controller}`")
+    document.bullets([
+        f"bag: `{run.path}`; parameters: `{params_source}`; gain set `{result.gain_set}`; reference matched by `{result.matching}`",
+        *(f"the bag records: {line}" for line in run.run_info.described()),
+        f"joint states replayed: {result.t.size}; compared with a recorded command: {int(result.compared.sum())}",
+        "controller statuses: " + ", ".join(f"{s} {n}" for s, n in result.statuses.most_common()),
+        *(note for note in run.notes + result.notes),
+    ])
     rms, peak = result.rms_difference, result.max_difference
-    for k in range(6):
-        lines.append(f"| q{k} | {_f(rms[k])} | {_f(peak[k])} |")
-    lines.append("")
+    document.add(Table(f"Replayed - recorded force per actuator ({result.controller}).",
+                       ["actuator", "RMS difference [N]", "max abs difference [N]"],
+                       [[k + 1, float(rms[k]), float(peak[k])] for k in range(6)]))
     if make_plot and result.compared.any():
-        figure = plots.plot_force_pairs(
-            result.t[result.compared], result.recorded[result.compared], result.replayed[result.compared],
-            ("recorded", f"replayed ({result.controller})"), rms,
-            f"{run.label}: recorded forces vs replay through {result.controller}",
-            folder / f"replay_{_slug(run.label)}_{result.controller}.png",
-        )
-        lines.append(f"![replay]({figure.name})")
-        lines.append("")
-    path = folder / f"replay_{_slug(run.label)}_{result.controller}.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+        document.add(Figure(
+            f"Recorded forces of {run.label} and the forces of `{result.controller}` replayed on its joint states, "
+            "with their difference below.",
+            plots.plot_pairs_with_difference(
+                result.t[result.compared], result.recorded[result.compared], result.replayed[result.compared],
+                ("recorded", f"replayed ({result.controller})"), rms,
+                f"Replay of {run.label} through {result.controller}", folder / name, "recorded - replayed")))
+    markdown, _ = document.write(folder, name)
+    return markdown
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hexapod_replay",
-        description="Feed a bag's joint states and references through a controller offline and compare its forces "
-        "with the recorded ones (RMS difference per actuator, plot).",
+        description="Feed a bag's joint states and references through a controller offline, as the controller node "
+        "would have answered them, and compare its forces with the recorded ones (RMS difference per actuator, "
+        "figure, report.md and .html). By default the controller, gain set and parameters the bag records are used, "
+        "so a main-job bag replays to its own forces exactly.",
     )
     parser.add_argument("bag", help="rosbag2 directory, .mcap or .db3 file")
-    parser.add_argument("--controller", required=True, choices=CONTROLLER_NAMES)
-    parser.add_argument("--params", help="parameters YAML with the controller gains (default: config/hexapod.yaml)")
-    parser.add_argument("-o", "--output", help="output folder (default: <bag>_replay next to the bag)")
+    parser.add_argument("--controller", choices=CONTROLLER_NAMES,
+                        help="controller to replay (default: the bag's custom_data hexapod.controller; required without it)")
+    parser.add_argument("--gain-set", choices=GAIN_SETS,
+                        help="robot: the hardware gains; simulated_plant: those of the simulated stacks "
+                        "(default: the bag's hexapod.gain_set, else robot)")
+    parser.add_argument("--params", type=Path,
+                        help="parameters YAML with the controller gains (default: the parameters recorded in the bag, "
+                        f"else {default_parameters_path()})")
+    parser.add_argument("-o", "--output", type=Path, help=f"output folder (default: <bag>{REPLAY_SUFFIX} next to the bag)")
+    parser.add_argument("--force", action="store_true", help="write over an existing output folder (default: refuse)")
+    parser.add_argument("--joint-names", nargs=6, metavar="NAME",
+                        help="the bag's joint names of q1..q6 (default: ros.joint_names of the parameters)")
     parser.add_argument("--topic", action="append", default=[], metavar="KEY=NAME",
-                        help="topic name for a key of ros_conventions.TOPICS, e.g. joint_states=/robot/joint_states")
+                        help="topic name for a key (joint_states, reference, effort_commands, ...), e.g. "
+                        "joint_states=/robot/joint_states (default: the names of ros/conventions.py TOPICS)")
     parser.add_argument("--reference-matching", choices=MATCHING_METHODS,
-                        help="reference at each joint-state stamp (default: recording.replay.reference_matching, 'latest')")
-    parser.add_argument("--gain-set", choices=GAIN_SETS, default="robot",
-                        help="robot: the hardware gains; simulated_plant: those the simulated stacks use (default: %(default)s)")
-    parser.add_argument("--no-plot", action="store_true", help="report only")
+                        help="reference at each joint-state stamp (default: recording.replay.reference_matching, latest: "
+                        "what the controller node acts on)")
+    parser.add_argument("--no-plot", action="store_true", help="report without the figure")
     return parser
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    from hexapod_control.evaluation.cli import bag_parameters, default_output, prepare_output
+
     args = build_parser().parse_args(argv)
+    bag = Path(args.bag)
     try:
-        parameters = load_parameters(args.params)
+        parameters, info = bag_parameters(bag, bag.name, load_parameters(args.params) if args.params else None)
+        controller = args.controller or info.controller
+        if controller is None:
+            raise HexapodError(f"{bag} does not record its controller (custom_data hexapod.controller): give --controller")
+        if controller not in CONTROLLER_NAMES:
+            raise HexapodError(f"{bag} records controller {controller!r}, not one of {list(CONTROLLER_NAMES)}: give --controller")
+        gain_set = args.gain_set or info.gain_set or "robot"
         matching = args.reference_matching or parameters.recording.replay.reference_matching
-        run = load_run(args.bag, parameters.ros.joint_names, parse_topic_overrides(args.topic))
-        result = replay_run(run, parameters, args.controller, matching, args.gain_set)
+        folder = args.output or default_output(bag, REPLAY_SUFFIX)
+        prepare_output(folder, args.force, "hexapod_replay", REPLAY_FILES)
+        run = load_run(bag, args.joint_names or parameters.ros.joint_names, parse_topic_overrides(args.topic),
+                       reference_points=True)
+        result = replay_run(run, parameters, controller, matching, gain_set)
         if not result.compared.any():
             raise BagError(f"{run.label}: no replayed joint state has a recorded force command to compare with")
-        bag = Path(args.bag)
-        folder = Path(args.output) if args.output else bag.parent / f"{bag.name}_replay"
         report = write_replay_report(result, run, folder, parameters.source, make_plot=not args.no_plot)
     except (BagError, HexapodError, OSError) as error:
         print(f"hexapod_replay: {' '.join(str(error).split())}", file=sys.stderr)
         return 1
     rms = result.rms_difference
-    print(f"replay of {run.label} through {args.controller}: {int(result.compared.sum())} samples compared")
+    print(f"replay of {run.label} through {controller} (gain set {gain_set}, parameters {parameters.source}): "
+          f"{int(result.compared.sum())} samples compared")
     print("RMS(replayed - recorded) per actuator [N]: " + ", ".join(f"{v:.4g}" for v in rms))
     print(f"report: {report}")
     return 0

@@ -61,10 +61,11 @@ def recorded_topics(keys, overrides: Mapping[str, str] | None = None) -> dict[st
 
 
 class RecorderNode(Node):
-    """Writes every message of ``topics`` ({name: type}) to a new bag at ``bag_path``."""
+    """Writes every message of ``topics`` ({name: type}) to a new bag at ``bag_path``; ``custom_data``
+    goes into its metadata (what the run was: ``bags.run_info``)."""
 
     def __init__(self, bag_path, topics: Mapping[str, str], storage: str = "mcap",
-                 node_name: str = NODE_NAME, **node_options):
+                 node_name: str = NODE_NAME, custom_data: Mapping[str, str] | None = None, **node_options):
         super().__init__(node_name, **node_options)
         self.bag_path = Path(bag_path)
         self.topics = dict(topics)
@@ -72,7 +73,7 @@ class RecorderNode(Node):
         self.subscriptions_by_topic = {}
         try:
             classes = {topic: message_class(msgtype) for topic, msgtype in self.topics.items()}
-            self.writer = BagWriter(self.bag_path, storage)
+            self.writer = BagWriter(self.bag_path, storage, custom_data)
             for topic, msgtype in self.topics.items():
                 self.writer.add_topic(topic, msgtype)
                 self.subscriptions_by_topic[topic] = self.create_subscription(
@@ -105,6 +106,17 @@ class RecorderNode(Node):
         super().destroy_node()
 
 
+def parse_custom_data(items) -> dict[str, str]:
+    """``KEY=VALUE`` items -> {key: value}; InvalidInputError for an item without ``=``."""
+    data = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidInputError(f"custom data {item!r}: expected KEY=VALUE, e.g. hexapod.controller=double_loop")
+        data[key] = value
+    return data
+
+
 def default_bag_path(output_directory: str) -> Path:
     return Path(output_directory) / datetime.now().strftime("%Y%m%d_%H%M%S_bag")
 
@@ -117,10 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topics", nargs="+", metavar="KEY", help="keys of ros_conventions.TOPICS (default: recording.topics)")
     parser.add_argument("--topic", action="append", default=[], metavar="KEY=NAME", help="topic name for a key")
     parser.add_argument("--use-sim-time", action="store_true", help="log times from /clock")
+    parser.add_argument("--custom-data", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="what the run is, into the bag's metadata as `ros2 bag record --custom-data` does, e.g. "
+                        "hexapod.controller=double_loop hexapod.gain_set=robot (replay and evaluation use them)")
     args, ros_args = parser.parse_known_args(argv)
     try:
         settings = load_parameters(args.params).recording
         topics = recorded_topics(args.topics or settings.topics, parse_topic_overrides(args.topic))
+        custom_data = parse_custom_data(args.custom_data)
         bag = Path(args.output) if args.output else default_bag_path(settings.output_directory)
     except (HexapodError, KeyError) as error:
         print(f"hexapod_record: {error}", file=sys.stderr)
@@ -132,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         from rclpy.parameter import Parameter
 
         try:
-            node = RecorderNode(bag, topics, args.storage or settings.storage, context=context,
+            node = RecorderNode(bag, topics, args.storage or settings.storage, context=context, custom_data=custom_data,
                                 parameter_overrides=[Parameter("use_sim_time", value=args.use_sim_time)])
         except HexapodError as error:
             print(f"hexapod_record: {error}", file=sys.stderr)

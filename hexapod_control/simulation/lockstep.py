@@ -25,6 +25,7 @@ import numpy as np
 from hexapod_control.control.loop import ControlLoop, StepRecord
 from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import HexapodError
+from hexapod_control.ros.conventions import stamp_fields
 from hexapod_control.simulation.plant import Plant
 
 
@@ -32,10 +33,16 @@ from hexapod_control.simulation.plant import Plant
 class LoopRecord:
     """One lockstep step: the reference published at t, the measurement and its answer."""
 
-    t: float  # [s] plant time of the measurement (the joint state's stamp)
+    t: float  # [s] the joint state's stamp (plant time, as its message carries it: message_time)
     reference: Reference | None  # published at t (None at step 0)
     applied_forces: np.ndarray  # (6,) [N] acting on the plant when it was measured
     step: StepRecord  # the control loop's answer (forces, decision, pose, diagnostic)
+
+
+def message_time(t: float) -> float:
+    """``t`` [s] through a message stamp and back, as conventions.time_from_stamp reads it."""
+    sec, nanosec = stamp_fields(t)
+    return sec + 1e-9 * nanosec
 
 
 class LockstepLoop:
@@ -55,15 +62,18 @@ class LockstepLoop:
             return None
         plant, control = self.plant, self.control
         t = plant.time
+        # The step's stamp as a node reads it back (sec + 1e-9 nanosec): the loop, the nodes and a
+        # replay of the recorded bag then all see the same floats.
+        stamp = message_time(t)
         reference = None
         if self.steps > 0:
             self._origin = t if self._origin is None else self._origin
             sample = self.trajectory.sample(t - self._origin)
-            reference = Reference(t, sample.pose, sample.velocity, sample.acceleration)
-            control.reference_sample(t, reference)
+            reference = Reference(stamp, sample.pose, sample.velocity, sample.acceleration)
+            control.reference_sample(stamp, reference)
         applied = np.asarray(plant.applied_forces, dtype=float)
-        answer = control.joint_state(t, t, control.joint_names, plant.joint_positions(), plant.joint_velocities())
-        record = LoopRecord(t, reference, applied, answer)
+        answer = control.joint_state(stamp, stamp, control.joint_names, plant.joint_positions(), plant.joint_velocities())
+        record = LoopRecord(stamp, reference, applied, answer)
         self.steps += 1
         try:
             plant.apply_forces(answer.forces)

@@ -1,0 +1,270 @@
+"""Bulk decoding of fixed-layout CDR messages: the numbers of a whole block of messages at once.
+
+The messages the package records keep one byte layout for a whole recording: a JointState with
+the same joint names and array sizes puts its positions at the same byte offset every time. The
+first message of a block is walked field by field (a *layout*: where the numbers are, and which
+bytes fix the layout: the encapsulation header, string lengths and contents, sequence counts);
+every message of the same size whose layout-fixing bytes equal the template's has, field by
+field, the same layout (each of those bytes sits where the previous ones put it), so its numbers
+are read straight into numpy at the template's offsets. A message that fits no layout is left to
+the caller's one-by-one decoder.
+
+CDR as rosbag2 stores it (XCDR1): a 4-byte encapsulation header (byte 1 = 1: little-endian),
+then the fields, each primitive aligned to its size relative to the end of the header; strings
+and sequences start with a uint32 count (strings count their terminating NUL).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from hexapod_control.bags.contents import MessageBlock
+
+ENCAPSULATION = 4  # bytes of the CDR encapsulation header
+CDR_LITTLE_ENDIAN = 1  # its byte 1
+# New layouts a block may introduce before the rest of its messages are decoded one by one, and the
+# layouts kept for a topic: a recording has one or two (a driver that changes its joint list once);
+# many means the topic has no fixed layout.
+MAX_NEW_LAYOUTS = 4
+MAX_KNOWN_LAYOUTS = 16
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the numbers of one message shape are, and the bytes that fix that shape."""
+
+    size: int  # bytes of the whole message
+    structure: np.ndarray  # positions of the layout-fixing bytes
+    template: np.ndarray  # their values (uint8)
+    float64: dict[str, tuple[int, int]]  # field -> (offset, count) of float64 values
+    times: dict[str, int]  # field -> offset of a builtin_interfaces Time/Duration (int32 sec, uint32 nanosec)
+    info: dict = field(default_factory=dict)  # strings and counts read while walking (joint names, ...)
+
+
+class Walker:
+    """Reads one CDR message field by field, noting the layout as it goes."""
+
+    def __init__(self, data: bytes):
+        if len(data) < ENCAPSULATION or data[1] != CDR_LITTLE_ENDIAN:
+            raise ValueError("not little-endian CDR")
+        self.data, self.offset = data, ENCAPSULATION
+        self.structure: list[tuple[int, int]] = [(0, ENCAPSULATION)]
+        self.float64: dict[str, tuple[int, int]] = {}
+        self.times: dict[str, int] = {}
+        self.info: dict = {}
+
+    def _align(self, size: int) -> None:
+        self.offset += -(self.offset - ENCAPSULATION) % size
+
+    def _take(self, size: int) -> int:
+        start = self.offset
+        if start + size > len(self.data):
+            raise ValueError("message shorter than its layout")
+        self.offset += size
+        return start
+
+    def count(self) -> int:
+        """A uint32 that fixes the layout (a sequence length, an array size)."""
+        self._align(4)
+        start = self._take(4)
+        self.structure.append((start, 4))
+        return int.from_bytes(self.data[start : start + 4], "little")
+
+    def string(self) -> str:
+        size = self.count()
+        start = self._take(size)
+        self.structure.append((start, size))
+        return self.data[start : start + max(size - 1, 0)].decode("utf-8", errors="replace")
+
+    def time(self, name: str) -> None:
+        self._align(4)
+        self.times[name] = self._take(8)
+
+    def float64s(self, name: str, count: int) -> None:
+        if count:
+            self._align(8)
+        self.float64[name] = (self._take(8 * count), count)
+
+    def float64_sequence(self, name: str) -> int:
+        count = self.count()
+        self.float64s(name, count)
+        return count
+
+    def layout(self) -> Layout:
+        if self.offset > len(self.data):
+            raise ValueError("message shorter than its layout")
+        positions = np.concatenate([np.arange(start, start + size) for start, size in self.structure])
+        template = np.frombuffer(self.data, dtype=np.uint8)[positions]
+        return Layout(len(self.data), positions, template, self.float64, self.times, self.info)
+
+
+# ------------------------------------------------------------------------------------------ message layouts
+def _header(walker: Walker) -> None:
+    walker.time("stamp")
+    walker.info["frame_id"] = walker.string()
+
+
+def joint_state_layout(data: bytes) -> Layout:
+    """sensor_msgs/JointState."""
+    walker = Walker(data)
+    _header(walker)
+    walker.info["names"] = [walker.string() for _ in range(walker.count())]
+    for name in ("position", "velocity", "effort"):
+        walker.info[name] = walker.float64_sequence(name)
+    return walker.layout()
+
+
+def reference_layout(data: bytes) -> Layout:
+    """trajectory_msgs/MultiDOFJointTrajectory (fields of point k: ``points[k].<field>[j]``)."""
+    walker = Walker(data)
+    _header(walker)
+    walker.info["joint_names"] = [walker.string() for _ in range(walker.count())]
+    points = walker.info["points"] = walker.count()
+    for k in range(points):
+        counts = []
+        transforms = walker.count()
+        for j in range(transforms):
+            walker.float64s(f"points[{k}].transforms[{j}].translation", 3)
+            walker.float64s(f"points[{k}].transforms[{j}].rotation", 4)
+        counts.append(transforms)
+        for twist in ("velocities", "accelerations"):
+            twists = walker.count()
+            for j in range(twists):
+                walker.float64s(f"points[{k}].{twist}[{j}].linear", 3)
+                walker.float64s(f"points[{k}].{twist}[{j}].angular", 3)
+            counts.append(twists)
+        walker.time(f"points[{k}].time_from_start")
+        walker.info[f"points[{k}]"] = tuple(counts)  # (transforms, velocities, accelerations)
+    return walker.layout()
+
+
+def float64_array_layout(data: bytes) -> Layout:
+    """std_msgs/Float64MultiArray."""
+    walker = Walker(data)
+    for _ in range(walker.count()):  # layout.dim: label, size, stride
+        walker.string()
+        walker.count(), walker.count()
+    walker.count()  # layout.data_offset
+    walker.info["data"] = walker.float64_sequence("data")
+    return walker.layout()
+
+
+def pose_stamped_layout(data: bytes) -> Layout:
+    """geometry_msgs/PoseStamped."""
+    walker = Walker(data)
+    _header(walker)
+    walker.float64s("position", 3)
+    walker.float64s("orientation", 4)
+    return walker.layout()
+
+
+LAYOUTS: dict[str, Callable[[bytes], Layout]] = {
+    "sensor_msgs/msg/JointState": joint_state_layout,
+    "trajectory_msgs/msg/MultiDOFJointTrajectory": reference_layout,
+    "std_msgs/msg/Float64MultiArray": float64_array_layout,
+    "geometry_msgs/msg/PoseStamped": pose_stamped_layout,
+}
+
+
+# ------------------------------------------------------------------------------------------ blocks
+WORD = 8  # bytes gathered at a time by message_rows
+
+
+def message_rows(block: MessageBlock, rows: np.ndarray, size: int) -> np.ndarray:
+    """(len(rows), size) uint8: the bytes of the given messages (all of ``size`` bytes), one row each.
+
+    Gathered as 8-byte words (one gather per alignment of the message starts), 8x fewer indices
+    than gathering bytes; a message whose last word would run past the buffer is copied alone.
+    """
+    buffer, starts = block.buffer, block.offsets[rows]
+    out = np.empty((rows.size, size), dtype=np.uint8)
+    words = size // WORD + 2  # the message plus up to one word of misalignment
+    phase = starts % WORD
+    for p in np.unique(phase).tolist():
+        usable = (buffer.size - p) // WORD
+        view = buffer[p : p + WORD * usable].view("<u8")
+        selected = np.flatnonzero(phase == p)
+        first = (starts[selected] - p) // WORD
+        inside = first + words <= usable
+        index = first[inside, None] + np.arange(words)
+        out[selected[inside]] = view[index].view(np.uint8)[:, :size]
+        for k in selected[~inside].tolist():
+            out[k] = buffer[starts[k] : starts[k] + size]
+    return out
+
+
+def group_by_layout(block: MessageBlock, walk: Callable[[bytes], Layout],
+                    known: list[Layout]) -> tuple[list[tuple[Layout, np.ndarray, np.ndarray]], np.ndarray]:
+    """([(layout, rows, their bytes (n, size))], rows that fit no layout) of a block.
+
+    ``known`` layouts (kept by the caller from block to block) are tried first; new ones are
+    walked from the first message that fits none, and appended to ``known``.
+    """
+    groups: list[tuple[Layout, np.ndarray, np.ndarray]] = []
+    unfit = []
+    new_layouts = 0
+    for size in np.unique(block.sizes).tolist():
+        rows = np.flatnonzero(block.sizes == size)
+        data = message_rows(block, rows, size)
+        undecided = np.ones(rows.size, dtype=bool)
+        candidates = [layout for layout in known if layout.size == size]
+        while undecided.any():
+            if not candidates:
+                if new_layouts >= MAX_NEW_LAYOUTS or len(known) >= MAX_KNOWN_LAYOUTS:
+                    break
+                first = int(np.flatnonzero(undecided)[0])
+                try:
+                    layout = walk(data[first].tobytes())
+                except (ValueError, UnicodeDecodeError):
+                    unfit.append(int(rows[first]))
+                    undecided[first] = False
+                    continue
+                new_layouts += 1
+                known.append(layout)
+                candidates = [layout]
+            layout = candidates.pop(0)
+            pending = np.flatnonzero(undecided)
+            found = pending[np.all(data[pending][:, layout.structure] == layout.template, axis=1)]
+            if found.size:
+                groups.append((layout, rows[found], data[found]))
+                undecided[found] = False
+        unfit.extend(rows[undecided].tolist())
+    return groups, np.sort(np.array(unfit, dtype=np.int64))
+
+
+def float64_field(data: np.ndarray, layout: Layout, name: str) -> np.ndarray:
+    """(n, count) float64 values of a field of messages' bytes ``data`` (n, size)."""
+    offset, count = layout.float64[name]
+    return np.ascontiguousarray(data[:, offset : offset + 8 * count]).view("<f8")
+
+
+def time_field(data: np.ndarray, layout: Layout, name: str) -> np.ndarray:
+    """(n,) int64 nanoseconds of a Time or Duration field."""
+    offset = layout.times[name]
+    sec = np.ascontiguousarray(data[:, offset : offset + 4]).view("<i4").ravel().astype(np.int64)
+    nanosec = np.ascontiguousarray(data[:, offset + 4 : offset + 8]).view("<u4").ravel().astype(np.int64)
+    return sec * 1_000_000_000 + nanosec
+
+
+def encode_block(template: bytes, layout: Layout, float64: dict[str, np.ndarray], times: dict[str, np.ndarray]) -> np.ndarray:
+    """(n, size) uint8: ``template`` (a message of ``layout``) with the given fields replaced row by row.
+
+    The inverse of :func:`float64_field` and :func:`time_field`: ``float64`` maps a field to its
+    (n, count) values, ``times`` a Time/Duration field to its (n,) nanoseconds; fields not given
+    keep the template's values. Used to write long synthetic bags (benchmarks/bench_evaluate.py).
+    """
+    count = len(next(iter({**float64, **times}.values())))
+    rows = np.tile(np.frombuffer(template, dtype=np.uint8), (count, 1))
+    for name, values in float64.items():
+        offset, size = layout.float64[name]
+        data = np.ascontiguousarray(values, dtype="<f8").reshape(count, size)
+        rows[:, offset : offset + 8 * size] = data.view(np.uint8).reshape(count, 8 * size)
+    for name, nanoseconds in times.items():
+        offset = layout.times[name]
+        sec, nanosec = np.divmod(np.asarray(nanoseconds, dtype=np.int64), 1_000_000_000)
+        rows[:, offset : offset + 4] = sec.astype("<i4").view(np.uint8).reshape(count, 4)
+        rows[:, offset + 4 : offset + 8] = nanosec.astype("<u4").view(np.uint8).reshape(count, 4)
+    return rows

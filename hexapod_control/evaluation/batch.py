@@ -1,0 +1,306 @@
+"""The model on whole arrays: rotations, forward kinematics and inverse dynamics of a recording at once.
+
+The 1 kHz loop calls the model one sample at a time in plain floats; an hour of joint states is
+3.6 million samples, far too many for that. Here the same formulas run on numpy arrays:
+
+* rotations: the ZYX Euler conversions of ``model.rotations`` (quaternion -> angles, angular
+  velocity and acceleration -> Euler rates), element-wise;
+* forward kinematics: Newton on the closure equations of ``model.kinematics`` for every sample
+  together. The physical assembly mode is tracked as the loop tracks it: every ``ANCHOR_SPACING``-th
+  sample is solved one by one, warm-started along the motion (``Kinematics.solve_passive``), and
+  the samples between start from the passive angles interpolated between those anchors. A sample
+  whose batch Newton fails, strays farther than ``MAX_BRANCH_JUMP`` from its start or leaves the
+  physical mode is solved one by one from its converged neighbour; a sample that fails there too
+  is a failure with the scalar error's message;
+* inverse dynamics: the generated code of ``model.generated.dynamics_terms`` (the Python twin of
+  the compiled C) evaluated with numpy's sqrt, sin and cos in place of ``math``'s, on blocks of
+  ``DYNAMICS_BLOCK`` samples (the generated function keeps its ~1500 intermediate values alive
+  until it returns).
+
+Both agree with the one-sample model to round-off (the tests check it, and check the batch forward
+kinematics against the leg lengths it must close).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import types
+from dataclasses import dataclass, field
+from importlib import resources
+
+import numpy as np
+
+from hexapod_control.errors import AssemblyError, AssemblyModeJumpError, ConvergenceError, InvalidInputError
+from hexapod_control.model.dynamics import pack_parameters
+from hexapod_control.model.kinematics import (
+    FK_TOLERANCE,
+    MAX_BRANCH_JUMP,
+    MAX_NEWTON_ITERATIONS,
+    MAX_NEWTON_STEP,
+    Kinematics,
+)
+
+FK_ERRORS = (ConvergenceError, AssemblyModeJumpError, AssemblyError, InvalidInputError)
+# Samples between two anchors solved one by one. At 1 kHz that is 0.1 s of motion: the passive
+# angles move by milliradians to centiradians, so the interpolated start is within a Newton step or
+# two of the solution, far inside MAX_BRANCH_JUMP.
+ANCHOR_SPACING = 100
+FK_BLOCK = 16_384  # samples per batch Newton: its ~50 temporaries of (N, 3) stay in the CPU cache
+DYNAMICS_BLOCK = 10_000  # samples per generated-code call (its intermediates: ~1500 arrays of this length)
+SIDES = np.arange(3)
+NEXT_SIDE = (SIDES + 1) % 3  # gamma_k closes the edge from vertex k to vertex k + 1 (SIDE_PAIRS)
+# The cyclic solve of the scalar code treats |det| <= this fraction of the row-norm product as singular.
+SINGULAR_DETERMINANT = 1e-14
+
+
+# ------------------------------------------------------------------------------------------ rotations
+def euler_zyx_from_axes(x_axis: np.ndarray, y_axis: np.ndarray, z_axis: np.ndarray) -> np.ndarray:
+    """(N, 3) ZYX angles of the rotations with columns x, y, z (each (N, 3)), as rotations.euler_zyx_from_axes."""
+    return np.column_stack((
+        np.arctan2(x_axis[:, 1], x_axis[:, 0]),
+        np.arctan2(-x_axis[:, 2], np.hypot(x_axis[:, 0], x_axis[:, 1])),
+        np.arctan2(y_axis[:, 2], z_axis[:, 2]),
+    ))
+
+
+def euler_zyx_from_quaternion(quaternion: np.ndarray) -> np.ndarray:
+    """(N, 3) ZYX angles of (N, 4) quaternions (x, y, z, w), normalised first; rows of zero or
+    non-finite norm give NaN (the scalar function raises for them)."""
+    norm = np.linalg.norm(quaternion, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        x, y, z, w = (quaternion / norm[:, None]).T
+    x_axis = np.column_stack((1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)))
+    y_axis = np.column_stack((2 * (x * y - w * z), 1 - 2 * (x * x + z * z), 2 * (y * z + w * x)))
+    z_axis = np.column_stack((2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y)))
+    angles = euler_zyx_from_axes(x_axis, y_axis, z_axis)
+    angles[~(np.isfinite(norm) & (norm > 0.0))] = np.nan
+    return angles
+
+
+def euler_rates_from_angular_velocity(euler: np.ndarray, omega: np.ndarray) -> np.ndarray:
+    """psi_dot = T(psi)^-1 omega, row by row (rotations.euler_rates_from_angular_velocity)."""
+    cl, sl, cm, sm = np.cos(euler[:, 0]), np.sin(euler[:, 0]), np.cos(euler[:, 1]), np.sin(euler[:, 1])
+    nu_rate = (cl * omega[:, 0] + sl * omega[:, 1]) / cm
+    mu_rate = -sl * omega[:, 0] + cl * omega[:, 1]
+    return np.column_stack((omega[:, 2] + sm * nu_rate, mu_rate, nu_rate))
+
+
+def euler_accelerations(euler: np.ndarray, rates: np.ndarray, angular_acceleration: np.ndarray) -> np.ndarray:
+    """psi_ddot = T^-1 (omega_dot - T_dot psi_dot), row by row (rotations.euler_accelerations)."""
+    return euler_rates_from_angular_velocity(euler, angular_acceleration - _t_dot_times_rates(euler, rates))
+
+
+def quaternion_from_euler_zyx(euler: np.ndarray) -> np.ndarray:
+    """(N, 4) quaternions (x, y, z, w), w >= 0, of (N, 3) ZYX angles (rotations.quaternion_from_euler_zyx)."""
+    half = 0.5 * euler
+    cl, sl = np.cos(half[:, 0]), np.sin(half[:, 0])
+    cm, sm = np.cos(half[:, 1]), np.sin(half[:, 1])
+    cn, sn = np.cos(half[:, 2]), np.sin(half[:, 2])
+    quaternion = np.column_stack((
+        cl * cm * sn - sl * sm * cn, cl * sm * cn + sl * cm * sn, sl * cm * cn - cl * sm * sn, cl * cm * cn + sl * sm * sn,
+    ))
+    return np.where(quaternion[:, 3:] < 0.0, -quaternion, quaternion)
+
+
+def angular_velocity_from_euler_rates(euler: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    """omega = T(psi) psi_dot, row by row (rotations.angular_velocity_from_euler_rates)."""
+    cl, sl, cm, sm = np.cos(euler[:, 0]), np.sin(euler[:, 0]), np.cos(euler[:, 1]), np.sin(euler[:, 1])
+    lam_rate, mu_rate, nu_rate = rates.T
+    return np.column_stack((-sl * mu_rate + cl * cm * nu_rate, cl * mu_rate + sl * cm * nu_rate, lam_rate - sm * nu_rate))
+
+
+def _t_dot_times_rates(euler: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    """T_dot(psi, psi_dot) psi_dot row by row (rotations._t_dot_times_rates)."""
+    cl, sl, cm, sm = np.cos(euler[:, 0]), np.sin(euler[:, 0]), np.cos(euler[:, 1]), np.sin(euler[:, 1])
+    lam_rate, mu_rate, nu_rate = rates.T
+    return np.column_stack((
+        -cl * lam_rate * mu_rate + (-sl * cm * lam_rate - cl * sm * mu_rate) * nu_rate,
+        -sl * lam_rate * mu_rate + (cl * cm * lam_rate - sl * sm * mu_rate) * nu_rate,
+        -cm * mu_rate * nu_rate,
+    ))
+
+
+def angular_acceleration_from_euler(euler: np.ndarray, rates: np.ndarray, accelerations: np.ndarray) -> np.ndarray:
+    """omega_dot = T psi_ddot + T_dot psi_dot, row by row (rotations.angular_acceleration_from_euler)."""
+    return angular_velocity_from_euler_rates(euler, accelerations) + _t_dot_times_rates(euler, rates)
+
+
+# ------------------------------------------------------------------------------------------ forward kinematics
+@dataclass
+class BatchForwardKinematics:
+    pose: np.ndarray  # (N, 6) xi, NaN where the forward kinematics failed
+    phi: np.ndarray  # (N, 3) passive angles, NaN where it failed
+    failures: list = field(default_factory=list)  # [(sample index, "Error: message")]
+    one_by_one: int = 0  # samples solved one by one (anchors and fallbacks)
+
+
+def _closure(kinematics: Kinematics, q: np.ndarray, phi: np.ndarray):
+    """gamma (N, 3), the rows (a, b) of dgamma/dphi (each (N, 3)) and the apex coordinates
+    (px, py, pz, each (N, 3)): the array form of ClosedChainKinematics.closure_residual_and_slopes."""
+    chains = kinematics.chains
+    cos_side, sin_side = np.array(chains.side_cos), np.array(chains.side_sin)
+    qbar = q[:, 0::2] + q[:, 1::2]
+    r = 0.5 * np.sqrt(chains.four_leg_length_squared - qbar * qbar)
+    k, n = np.cos(phi), np.sin(phi)
+    x, y, z = 0.5 * (q[:, 1::2] - q[:, 0::2]), chains.side_offset + r * k, r * n
+    px, py = cos_side * x - sin_side * y, sin_side * x + cos_side * y
+    tx, ty, tz = sin_side * z, -cos_side * z, r * k
+    ex, ey, ez = px[:, NEXT_SIDE] - px, py[:, NEXT_SIDE] - py, z[:, NEXT_SIDE] - z
+    gamma = 0.5 * (ex * ex + ey * ey + ez * ez) - chains.half_platform_side_squared
+    a = -(ex * tx + ey * ty + ez * tz)
+    b = ex * tx[:, NEXT_SIDE] + ey * ty[:, NEXT_SIDE] + ez * tz[:, NEXT_SIDE]
+    return gamma, a, b, (px, py, z)
+
+
+def _determinant(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a[:, 0] * a[:, 1] * a[:, 2] + b[:, 0] * b[:, 1] * b[:, 2]
+
+
+def _solve_cyclic(a: np.ndarray, b: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """G x = rhs for G = [[a0, b0, 0], [0, a1, b1], [b2, 0, a2]] row by row; NaN where singular."""
+    (a0, a1, a2), (b0, b1, b2), (r0, r1, r2) = a.T, b.T, rhs.T
+    det = _determinant(a, b)
+    scale = np.prod(np.abs(a) + np.abs(b), axis=1)
+    singular = (scale == 0.0) | (np.abs(det) <= SINGULAR_DETERMINANT * scale)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        x = np.column_stack((
+            (r0 * a1 * a2 - b0 * (r1 * a2 - b1 * r2)) / det,
+            (a0 * (r1 * a2 - b1 * r2) + r0 * b1 * b2) / det,
+            (a0 * a1 * r2 + b0 * b2 * r1 - a1 * b2 * r0) / det,
+        ))
+    x[singular] = np.nan
+    return x
+
+
+def _newton(kinematics: Kinematics, q: np.ndarray, guess: np.ndarray):
+    """(phi, solved, apexes (N, 3, 3)) of Newton from ``guess`` for every row, as Kinematics._newton
+    does; ``solved`` rows converged in the physical assembly mode (kinematics.is_physical_mode)."""
+    phi = guess.copy()
+    active = np.all(np.isfinite(phi), axis=1)
+    solved = np.zeros(len(q), dtype=bool)
+    apexes = np.full((len(q), 3, 3), np.nan)
+    lp = kinematics.chains.platform_side
+    for _ in range(MAX_NEWTON_ITERATIONS + 1):
+        rows = np.flatnonzero(active)
+        if not rows.size:
+            break
+        gamma, a, b, (px, py, pz) = _closure(kinematics, q[rows], phi[rows])
+        done = np.max(np.abs(gamma), axis=1) / lp <= FK_TOLERANCE
+        if done.any():
+            finished = rows[done]
+            active[finished] = False
+            angles = phi[finished]
+            solved[finished] = np.all((angles > 0.0) & (angles < math.pi), axis=1) & (_determinant(a[done], b[done]) > 0.0)
+            apexes[finished] = np.stack((px[done], py[done], pz[done]), axis=2)
+        going = ~done
+        step = _solve_cyclic(a[going], b[going], gamma[going])
+        failed = ~np.all(np.isfinite(step), axis=1)
+        active[rows[going][failed]] = False
+        largest = np.max(np.abs(step), axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shrink = np.where(largest > MAX_NEWTON_STEP, MAX_NEWTON_STEP / largest, 1.0)
+        moving = rows[going][~failed]
+        phi[moving] -= shrink[~failed, None] * step[~failed]
+    return phi, solved, apexes
+
+
+def _platform_pose(kinematics: Kinematics, apexes: np.ndarray) -> np.ndarray:
+    """(N, 6) xi from the apexes (N, 3, 3): ClosedChainKinematics.platform_frame and the ZYX angles."""
+    chains = kinematics.chains
+    p0, p1, p2 = apexes[:, 0], apexes[:, 1], apexes[:, 2]
+    e21, e01 = p2 - p1, p0 - p1
+    y_axis = e21 / chains.platform_side
+    z_axis = chains.normal_scale * np.cross(e21, e01)
+    x_axis = np.cross(y_axis, z_axis)
+    position = (p0 + p1 + p2) / 3.0 + chains.platform_offset * z_axis
+    return np.hstack((position, euler_zyx_from_axes(x_axis, y_axis, z_axis)))
+
+
+def _one_by_one(kinematics: Kinematics, q_row, state) -> tuple[np.ndarray | None, str]:
+    """(phi, "") or (None, "Error: message") of the scalar forward kinematics."""
+    try:
+        return np.array(kinematics.solve_passive(q_row, state).phi), ""
+    except FK_ERRORS as error:
+        return None, f"{type(error).__name__}: {' '.join(str(error).split())}"
+
+
+def forward_kinematics_batch(kinematics: Kinematics, q: np.ndarray) -> BatchForwardKinematics:
+    """Pose and passive angles of every row of ``q`` (N, 6), in the physical assembly mode tracked
+    along the rows (module doc); failures are listed, not raised."""
+    q = np.asarray(q, dtype=float)
+    count = len(q)
+    result = BatchForwardKinematics(np.full((count, 6), np.nan), np.full((count, 3), np.nan))
+    if count == 0:
+        return result
+    anchors = np.unique(np.append(np.arange(0, count, ANCHOR_SPACING), count - 1))
+    anchor_phi = np.full((anchors.size, 3), np.nan)
+    state = kinematics.create_state()
+    for i, k in enumerate(anchors):
+        phi, _ = _one_by_one(kinematics, q[k], state)
+        if phi is not None:
+            anchor_phi[i] = phi
+    result.one_by_one = int(anchors.size)
+    good = np.all(np.isfinite(anchor_phi), axis=1)
+    for start in range(0, count, FK_BLOCK):
+        rows = np.arange(start, min(start + FK_BLOCK, count))
+        guess = np.full((rows.size, 3), np.nan)
+        if good.any():
+            for side in range(3):
+                guess[:, side] = np.interp(rows, anchors[good], anchor_phi[good, side])
+        block_q = q[rows]
+        assembles = np.all(np.isfinite(block_q), axis=1) & np.all(
+            np.abs(block_q[:, 0::2] + block_q[:, 1::2]) < kinematics.two_leg_lengths, axis=1)
+        guess[~assembles] = np.nan
+        phi, converged, apexes = _newton(kinematics, np.where(assembles[:, None], block_q, kinematics.home_q), guess)
+        converged &= np.max(np.abs(phi - guess), axis=1) <= MAX_BRANCH_JUMP
+        result.phi[rows[converged]] = phi[converged]
+        result.pose[rows[converged]] = _platform_pose(kinematics, apexes[converged])
+    _solve_the_rest(kinematics, q, result)
+    return result
+
+
+def _solve_the_rest(kinematics: Kinematics, q: np.ndarray, result: BatchForwardKinematics) -> None:
+    """Rows the batch left unsolved, one by one from the nearest solved row before them."""
+    unsolved = np.flatnonzero(~np.all(np.isfinite(result.phi), axis=1))
+    state, previous = kinematics.create_state(), None
+    for k in unsolved:
+        solved_before = k - 1 if k > 0 and np.isfinite(result.phi[k - 1, 0]) else None
+        if solved_before is not None and solved_before != previous:
+            state.last_q = state.previous_q = tuple(q[solved_before])
+            state.last_phi = state.previous_phi = tuple(result.phi[solved_before])
+        phi, failure = _one_by_one(kinematics, q[k], state)
+        result.one_by_one += 1
+        previous = k
+        if phi is None:
+            result.failures.append((int(k), failure))
+            continue
+        result.phi[k] = phi
+        _, _, _, (px, py, pz) = _closure(kinematics, q[k : k + 1], phi[None, :])
+        result.pose[k] = _platform_pose(kinematics, np.stack((px, py, pz), axis=2))[0]
+
+
+# ------------------------------------------------------------------------------------------ dynamics
+@functools.lru_cache(maxsize=1)
+def _array_terms() -> types.ModuleType:
+    """The generated dynamics terms compiled with numpy's sqrt, sin and cos in place of math's."""
+    source = resources.files("hexapod_control.model.generated").joinpath("dynamics_terms.py").read_text()
+    module = types.ModuleType("hexapod_control.model.generated.dynamics_terms_on_arrays")
+    exec(compile(source, "<generated dynamics_terms on arrays>", "exec"), module.__dict__)  # noqa: S102 - our generated code
+    module.math = types.SimpleNamespace(sqrt=np.sqrt, sin=np.sin, cos=np.cos)  # after its `import math`
+    return module
+
+
+def inverse_dynamics_batch(parameters, q: np.ndarray, phi: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
+    """(N, 6) actuator forces tau = M_bar q_dd + C_bar q_d + g_bar for each row [N]; NaN rows where
+    the model is singular or not finite (the scalar code raises SingularityError there)."""
+    terms = _array_terms()
+    packed = pack_parameters(parameters)
+    forces = np.full((len(q), 6), np.nan)
+    for start in range(0, len(q), DYNAMICS_BLOCK):
+        rows = slice(start, start + DYNAMICS_BLOCK)
+        with np.errstate(all="ignore"):
+            columns = terms.reduced_inverse_dynamics(q[rows].T, phi[rows].T, qd[rows].T, qdd[rows].T, packed)
+        forces[rows] = np.column_stack(np.broadcast_arrays(*columns))
+    forces[~np.all(np.isfinite(forces), axis=1)] = np.nan
+    return forces
