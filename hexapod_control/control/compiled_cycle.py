@@ -136,6 +136,8 @@ def attach(controller, choice: str | None, output_type: type, status_type: type)
     ``output_type`` and ``status_type`` are the controllers' ControlOutput and ControlStatus (given,
     as controllers.py imports this module).
     """
+    if controller.name == "computed_torque" and not controller.model.dynamics.actuators.rigid:
+        return None  # the C law has the rigid bodies only; the drives' inertia and friction are Python's
     library = cycle_library(choice)
     if library is None:
         return None

@@ -15,6 +15,11 @@ the actuators (thesis 4.97-4.101) with rho_d = A(q) q_d and A(q) = [I; -(dgamma/
 
 where b = A_dot q_d is the passive acceleration when q_dd = 0 and Q = M rho_dd + h + g.
 Forces are in N (actuators are prismatic), energies in J.
+
+The drives (``parameters.actuators``, :mod:`hexapod_control.model.actuators`) add their reflected
+inertia to M_bar and their friction to the forces, around the generated calls:
+tau = tau_rigid + J q_dd + b q_d + F_c tanh(q_d / v_s). With all of them zero the generated path
+runs alone, so the rigid-body results are bit for bit those without drives.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import numpy as np
 
 from hexapod_control.errors import SingularityError
 from hexapod_control.model import compiled
+from hexapod_control.model.actuators import ActuatorModel
 from hexapod_control.model.kinematics import JOINT_NAMES, PASSIVE_NAMES, Kinematics, check_assembly
 from hexapod_control.model.parameters import HexapodParameters
 from hexapod_control.model.validation import as_vector
@@ -150,7 +156,10 @@ _IDENTITY = np.eye(N_ACTUATORS).ravel()  # the upper rows of A(q) = [I; A_phi], 
 
 
 class ReducedDynamics:
-    """Actuator-space dynamics tau = M_bar(q) q_dd + C_bar(q, q_d) q_d + g_bar(q) [N].
+    """Actuator-space dynamics tau = M_bar(q) q_dd + C_bar(q, q_d) q_d + g_bar(q) + f(q_d) [N].
+
+    M_bar includes the drives' reflected inertia and f is their friction (``actuators``: both zero
+    for the rigid bodies alone).
 
     Holds a :class:`RigidBodyDynamics`. A(q) and b are evaluated inside the generated code,
     together with the rigid-body terms, so one call shares all the geometry. Every method takes
@@ -163,6 +172,7 @@ class ReducedDynamics:
         self.parameters = parameters
         self.kinematics = Kinematics(parameters)
         self.rigid_body = RigidBodyDynamics(parameters)
+        self.actuators = ActuatorModel(parameters.actuators)
         self._packed = self.rigid_body._packed
 
     def _state(self, q, phi) -> tuple[list[float], list[float]]:
@@ -199,9 +209,12 @@ class ReducedDynamics:
         return np.array(phi), passive_map, values[_PASSIVE_MAP_SIZE:]
 
     def mass_matrix(self, q, phi=None) -> np.ndarray:
-        """M_bar = A^T M A (6, 6), symmetric positive definite [kg]."""
+        """M_bar = A^T M A + diag(J) (6, 6), symmetric positive definite [kg]."""
         q, phi = self._state(q, phi)
-        return _symmetric(self._call(terms.reduced_mass_matrix, q, phi))
+        mass = _symmetric(self._call(terms.reduced_mass_matrix, q, phi))
+        if not self.actuators.rigid:
+            mass[np.diag_indices(N_ACTUATORS)] += self.actuators.inertia
+        return mass
 
     def velocity_term(self, q, qd, phi=None) -> np.ndarray:
         """C_bar q_d = A^T (M [0; b] + h(rho, A q_d)) (6,) [N]."""
@@ -214,32 +227,47 @@ class ReducedDynamics:
         q, phi = self._state(q, phi)
         return np.array(self._call(terms.reduced_gravity_term, q, phi))
 
+    def friction_force(self, qd) -> np.ndarray:
+        """The drives' friction b q_d + F_c tanh(q_d / v_s) (6,) [N]."""
+        return self.actuators.friction(as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES))
+
     def inverse_dynamics(self, q, qd, qdd, phi=None) -> np.ndarray:
         """Actuator forces tau (6,) [N] for the motion (q, q_d, q_dd)."""
         q, phi = self._state(q, phi)
         qd = as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
         qdd = as_vector(qdd, N_ACTUATORS, "qdd", JOINT_NAMES)
-        return np.array(self._call(terms.reduced_inverse_dynamics, q, phi, qd, qdd))
+        tau = np.array(self._call(terms.reduced_inverse_dynamics, q, phi, qd, qdd))
+        if self.actuators.rigid:
+            return tau
+        return tau + self.actuators.forces(qd, qdd)
 
     def forward_dynamics(self, q, qd, tau, phi=None) -> np.ndarray:
-        """q_dd (6,) [m/s^2] from M_bar q_dd = tau - C_bar q_d - g_bar.
+        """q_dd (6,) [m/s^2] from M_bar q_dd = tau - C_bar q_d - g_bar - f(q_d).
 
-        Solved inside the generated code (M_bar, the bias forces and an unrolled Cholesky in one
-        call); SingularityError when M_bar is not positive definite or the state is singular.
+        Rigid bodies alone: solved inside the generated code (M_bar, the bias forces and an
+        unrolled Cholesky in one call). With drives: the generated M_bar and bias forces, the
+        drives added, solved here. SingularityError when M_bar is not positive definite or the
+        state is singular.
         """
         q, phi = self._state(q, phi)
         qd = as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
         tau = as_vector(tau, N_ACTUATORS, "tau", JOINT_NAMES)
         try:
-            return np.array(self._call(terms.reduced_forward_dynamics, q, phi, qd, tau))
+            if self.actuators.rigid:
+                return np.array(self._call(terms.reduced_forward_dynamics, q, phi, qd, tau))
+            mass = self.mass_matrix(q, phi)
+            bias = self.inverse_dynamics(q, qd, [0.0] * N_ACTUATORS, phi)  # C_bar q_d + g_bar + f(q_d)
+            return _solve_positive_definite(mass, np.asarray(tau) - bias)
         except SingularityError as error:
             raise SingularityError(f"M_bar is not positive definite or the state is singular: {error}") from error
 
     def energy(self, q, qd, phi=None) -> tuple[float, float]:
-        """(kinetic, potential) [J] of the whole robot moving with q_d."""
+        """(kinetic, potential) [J] of the whole robot moving with q_d, the drives' rotors included."""
         q, phi = self._state(q, phi)
         qd = as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
         kinetic, potential = self._call(terms.reduced_energy, q, phi, qd)
+        if not self.actuators.rigid:
+            kinetic += self.actuators.kinetic_energy(qd)
         return float(kinetic), float(potential)
 
     def analytic_jacobian_terms(self, q, phi=None, qd=None) -> JacobianTerms:
@@ -272,6 +300,15 @@ class ReducedDynamics:
             constraint_conditioning=abs(conditioning),
             cos_mu=cos_mu,
         )
+
+
+def _solve_positive_definite(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """matrix^-1 rhs by Cholesky; SingularityError when the matrix is not positive definite."""
+    try:
+        factor = np.linalg.cholesky(matrix)
+    except np.linalg.LinAlgError as error:
+        raise SingularityError(f"not positive definite: {error}") from error
+    return np.linalg.solve(factor.T, np.linalg.solve(factor, rhs))
 
 
 def _symmetric(flat: list[float]) -> np.ndarray:

@@ -91,12 +91,15 @@ AtLeastOne = Annotated[int, Strict(), Field(ge=1)]
 Name = Annotated[str, Strict(), Field(min_length=1)]
 Vector6 = Annotated[tuple[Number, ...], Field(min_length=6, max_length=6), _broadcast(6)]
 PositiveVector6 = Annotated[tuple[Positive, ...], Field(min_length=6, max_length=6), _broadcast(6)]
+NonNegativeVector6 = Annotated[tuple[NonNegative, ...], Field(min_length=6, max_length=6), _broadcast(6)]
 
 Waveform = Literal["sin", "cos"]
 AntiWindup = Literal["conditional_integration", "none"]
 GainSet = Literal["robot", "simulated_plant"]
 DelayPredictor = Literal["model", "none"]
 EmbeddedIntegrator = Literal["semi_implicit_euler", "rk4"]
+# smooth: F_c tanh(q_d / v_s) always; stick_slip: a slider slower than v_s sticks until static_friction is exceeded.
+PlantFriction = Literal["smooth", "stick_slip"]
 MujocoIntegrator = Literal["Euler", "implicit", "implicitfast", "RK4"]
 MujocoSolver = Literal["Newton", "CG", "PGS"]
 StorageFormat = Literal["mcap", "sqlite3"]
@@ -105,7 +108,8 @@ MatchingMethod = Literal["interpolate", "latest"]
 # default name (TOPICS) and message type (MESSAGE_TYPES). The model imports nothing above it.
 TopicKey = Literal[
     "joint_states", "reference", "platform_pose", "platform_twist", "passive_joint_states",
-    "description_joint_states", "effort_commands", "diagnostics", "clock",
+    "description_joint_states", "effort_commands", "predicted_forces", "force_residual", "feedforward_forces",
+    "diagnostics", "clock",
 ]
 
 GAIN_SETS = get_args(GainSet)
@@ -185,6 +189,46 @@ class Limits(_Section):
         return self
 
 
+class ActuatorSettings(_Section):
+    """The drive of each slider (motor and lead screw) as seen on the slider, entry k = actuator q_k.
+
+    The model adds M_bar += diag(reflected_inertia) and the friction force
+    viscous_friction q_dot + coulomb_friction tanh(q_dot / coulomb_smoothing_speed) to the rigid
+    bodies; all zero is the rigid-body model exactly (model/actuators.py).
+    """
+
+    reflected_inertia: NonNegativeVector6 = Field(description="rotor (and screw) inertia through the lead, J (2 pi / lead)^2 [kg]")
+    viscous_friction: NonNegativeVector6 = Field(description="b: force per slider speed [N*s/m]")
+    coulomb_friction: NonNegativeVector6 = Field(description="F_c: dry friction force while sliding [N]")
+    coulomb_smoothing_speed: PositiveVector6 = Field(
+        description="v_s of the smooth Coulomb law F_c tanh(q_dot / v_s); a stick_slip plant sticks below it [m/s]"
+    )
+    static_friction: NonNegativeVector6 = Field(
+        description="F_s >= F_c: breakaway force of a sticking slider, used by a stick_slip plant only [N]"
+    )
+    plant_friction: PlantFriction = Field(
+        description="simulation only, the embedded plant's friction law: smooth (the model's) or stick_slip"
+    )
+    continuous_force: PositiveVector6 = Field(description="motor continuous torque through the lead [N]")
+    peak_force: PositiveVector6 = Field(description="motor peak torque through the lead [N]")
+    rated_speed: PositiveVector6 = Field(description="motor rated speed through the lead [m/s]")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ActuatorSettings:
+        for slider, (static, coulomb) in enumerate(zip(self.static_friction, self.coulomb_friction)):
+            if static < coulomb:
+                raise _Invalid(f"static_friction[{slider}]", f"{static} N is below coulomb_friction {coulomb} N")
+        for slider, (peak, continuous) in enumerate(zip(self.peak_force, self.continuous_force)):
+            if peak < continuous:
+                raise _Invalid(f"peak_force[{slider}]", f"{peak} N is below continuous_force {continuous} N")
+        return self
+
+    @property
+    def rigid(self) -> bool:
+        """No inertia and no friction: the rigid-body model."""
+        return not any(self.reflected_inertia) and not any(self.viscous_friction) and not any(self.coulomb_friction)
+
+
 # ------------------------------------------------------------------------------------------ trajectories
 class OperationalSpaceSettings(_Section):
     """xi_k = xi_home_k + s(t) (c_k w_k(omega t) - o_k), s = 1 - exp(-kappa t^3), w_k = sin or cos (thesis 6.5)."""
@@ -216,10 +260,25 @@ class MoveSettings(_Section):
     )
 
 
+class ExcitationSettings(_Section):
+    """Identification run: q_k = q_home + s(t) a_k sum_j sin(h_j omega_f t + phase_kj) / peak, s = 1 - exp(-kappa t^3).
+
+    Periodic with period 2 pi / omega_f; control/trajectories.py gives the phases and checks the limits.
+    """
+
+    ramp_rate: Positive = Field(description="kappa [s^-3]")
+    fundamental_frequency: Positive = Field(description="omega_f [rad/s]")
+    harmonics: Annotated[tuple[Annotated[int, Strict(), Field(ge=1)], ...], Field(min_length=1), AfterValidator(_distinct)] = (
+        Field(description="h_j: the harmonics of omega_f in every slider's sum")
+    )
+    amplitudes: PositiveVector6 = Field(description="a_k: peak displacement of each slider from home [m]")
+
+
 class TrajectorySettings(_Section):
     operational_space: OperationalSpaceSettings
     joint_space: JointSpaceSettings
     move: MoveSettings
+    excitation: ExcitationSettings
 
 
 # ------------------------------------------------------------------------------------------ controllers
@@ -489,6 +548,39 @@ class SafetySettings(_Section):
         return self
 
 
+# ------------------------------------------------------------------------------------------ identification
+class IdentificationResolution(_Section):
+    """The widest confidence interval (half-width) for which an identified value is reported."""
+
+    reflected_inertia: Positive = Field(description="[kg]")
+    viscous_friction: Positive = Field(description="[N*s/m]")
+    coulomb_friction: Positive = Field(description="[N]")
+    payload_mass: Positive = Field(description="[kg]")
+
+
+class IdentificationSettings(_Section):
+    """hexapod_identify (identification/): least squares of the actuator parameters on recorded bags."""
+
+    derivative_window: Positive = Field(description="Savitzky-Golay window of the zero-phase q_dot derivative [s]")
+    derivative_order: AtLeastOne = Field(description="polynomial order of the Savitzky-Golay fit")
+    min_speed: NonNegative = Field(description="a slider slower than this is left out of its rows (stick-slip) [m/s]")
+    max_delay_steps: Count = Field(description="force-to-motion delays tried, 0..this [joint-state periods]")
+    outlier_threshold: Positive = Field(description="rows beyond this many robust standard deviations are outliers")
+    outlier_iterations: AtLeastOne = Field(description="fit / reject rounds")
+    min_samples: AtLeastOne = Field(description="fewest rows per slider for its parameters to be identifiable")
+    confidence_level: Annotated[Positive, Field(lt=1.0)] = Field(description="of the reported intervals, in (0, 1)")
+    resolution: IdentificationResolution
+
+
+# ------------------------------------------------------------------------------------------ inverse-dynamics node
+class InverseDynamicsSettings(_Section):
+    """The inverse-dynamics node (ros/inverse_dynamics_node.py, control/force_residual.py)."""
+
+    filter_cutoff: Positive = Field(description="causal low-pass (2nd-order Butterworth) of q, q_dot, forces [Hz]")
+    residual_band: PositiveVector6 = Field(description="|commanded - predicted| beyond this is out of band [N]")
+    band_duration: Positive = Field(description="out of band this long -> WARN [s]")
+
+
 # ------------------------------------------------------------------------------------------ the file
 class HexapodParameters(_Section):
     """The ``hexapod:`` tree of a parameters file; ``source`` is the file it came from."""
@@ -504,6 +596,9 @@ class HexapodParameters(_Section):
     ros: RosNames
     recording: RecordingSettings
     safety: SafetySettings
+    actuators: ActuatorSettings
+    identification: IdentificationSettings
+    inverse_dynamics: InverseDynamicsSettings
 
     _source: str = PrivateAttr(default=IN_MEMORY)
 
@@ -550,6 +645,22 @@ class HexapodParameters(_Section):
         if self.simulation.rate != self.controllers.rate:
             raise _Invalid(
                 "simulation.rate", f"{self.simulation.rate} Hz must equal controllers.rate {self.controllers.rate} Hz"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _drives_deliver_the_limits(self) -> HexapodParameters:
+        # The controllers command up to the limits: the motors must be able to deliver them.
+        drives, limits = self.actuators, self.limits
+        if limits.actuator_force_max > min(drives.peak_force):
+            raise _Invalid(
+                "limits.actuator_force_max",
+                f"{limits.actuator_force_max} N exceeds the drives' actuators.peak_force {min(drives.peak_force)} N",
+            )
+        if limits.actuator_speed_max > min(drives.rated_speed):
+            raise _Invalid(
+                "limits.actuator_speed_max",
+                f"{limits.actuator_speed_max} m/s exceeds the drives' actuators.rated_speed {min(drives.rated_speed)} m/s",
             )
         return self
 

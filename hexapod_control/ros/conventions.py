@@ -36,6 +36,9 @@ TOPICS = {
     "passive_joint_states": "/hexapod/passive_joint_states",
     "description_joint_states": "/hexapod/description_joint_states",
     "effort_commands": "/effort_controller/commands",
+    "predicted_forces": "/hexapod/inverse_dynamics/predicted",
+    "force_residual": "/hexapod/inverse_dynamics/residual",
+    "feedforward_forces": "/hexapod/inverse_dynamics/feedforward",
     "diagnostics": "/diagnostics",
     "clock": "/clock",
 }
@@ -47,6 +50,9 @@ MESSAGE_TYPES = {
     "passive_joint_states": "sensor_msgs/msg/JointState",
     "description_joint_states": "sensor_msgs/msg/JointState",
     "effort_commands": "std_msgs/msg/Float64MultiArray",
+    "predicted_forces": "sensor_msgs/msg/JointState",
+    "force_residual": "sensor_msgs/msg/JointState",
+    "feedforward_forces": "sensor_msgs/msg/JointState",
     "diagnostics": "diagnostic_msgs/msg/DiagnosticArray",
     "clock": "rosgraph_msgs/msg/Clock",
 }

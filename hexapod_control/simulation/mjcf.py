@@ -30,6 +30,12 @@ exactly the platform's rigid body. Closing the loops then needs no ball joint in
 
 27 joints - 21 independent equality rows = 6 degrees of freedom, the six actuators. The equalities
 are site-based, so they hold between the named points whatever the model's reference pose qpos0.
+
+Drives (``actuators``): MuJoCo's own joint attributes on each slider, ``armature`` (the reflected
+inertia, added to the slider's diagonal of MuJoCo's mass matrix), ``damping`` (viscous friction)
+and ``frictionloss`` (dry friction, enforced by MuJoCo's constraint solver: not the model's tanh
+law, so the plant stays an independent check; it has no separate static friction). They are
+written only when nonzero, so a rigid-body parameter set gives the same text as without drives.
 """
 
 from __future__ import annotations
@@ -133,6 +139,22 @@ def platform_apexes_local(parameters: HexapodParameters) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- the model
+def _drive_attributes(parameters: HexapodParameters, k: int) -> str:
+    """armature, damping and frictionloss of slider k where nonzero (a leading space, or "")."""
+    drives = parameters.actuators
+    values = (
+        ("armature", drives.reflected_inertia[k]),
+        ("damping", drives.viscous_friction[k]),
+        ("frictionloss", drives.coulomb_friction[k]),
+    )
+    attributes = "".join(f' {name}="{float(value)!r}"' for name, value in values if value)
+    if drives.coulomb_friction[k]:
+        # MuJoCo's dry friction is a soft constraint: below ~ F_c * time constant / mass it acts as a
+        # damper. The loop closures' stiff time constant keeps that zone to mm/s, as the model's v_s.
+        attributes += f' solreffriction="{_fmt(parameters.simulation.mujoco.equality_solref)}"'
+    return attributes
+
+
 def build_mjcf(parameters: HexapodParameters) -> str:
     """MJCF text of the Hexapod for ``parameters``; see the module docstring for the structure."""
     settings = parameters.simulation.mujoco
@@ -171,7 +193,8 @@ def build_mjcf(parameters: HexapodParameters) -> str:
             ind = "    "
             body_lines += [
                 f'{ind}<body name="slider_{k}" pos="{_fmt(midpoint)}" quat="{side_quat}">',
-                f'{ind}  <joint name="{slider_joint(k)}" type="slide" axis="{_fmt([direction, 0.0, 0.0])}"/>',
+                f'{ind}  <joint name="{slider_joint(k)}" type="slide" axis="{_fmt([direction, 0.0, 0.0])}"'
+                f"{_drive_attributes(parameters, k)}/>",
                 f"{ind}  {_inertial(b.pu_part1, [0.0, 0.0, -g.pu_part1_com_offset])}",
                 f'{ind}  <body name="pu2_{k}">',
                 f'{ind}    <joint name="{phi_joint(k)}" type="hinge" axis="1 0 0"/>',
