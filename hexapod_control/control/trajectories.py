@@ -9,6 +9,9 @@ of the parameters file; nothing numeric about the thesis trajectories lives in t
 * :class:`JointSpaceTrajectory` - the validation trajectory (6.82) in actuator space, and
   :class:`JointTrajectoryImage`, its operational-space image through the model, so that the
   operational-space controllers can track it.
+* :class:`ExcitationTrajectory` - the identification run (``hexapod_identify``): every slider
+  moves by a sum of harmonics, also through :class:`JointTrajectoryImage`; checked against the
+  limits when built.
 * :class:`HoldTrajectory` - stay at one pose.
 * :class:`SmoothMove` - a quintic move to a commanded pose whose duration keeps the peak
   actuator speed within a configurable fraction of the speed limit.
@@ -27,12 +30,15 @@ from typing import Protocol
 import numpy as np
 
 from hexapod_control.errors import (
+    HexapodError,
     InvalidInputError,
+    ParameterError,
     SingularityError,
     UnreachablePoseError,
 )
 from hexapod_control.model.hexapod import POSE_NAMES, HexapodModel
 from hexapod_control.model.parameters import (
+    ExcitationSettings,
     JointSpaceSettings,
     MoveSettings,
     OperationalSpaceSettings,
@@ -152,6 +158,101 @@ class JointSpaceTrajectory:
         )
 
 
+class ExcitationTrajectory:
+    """The identification run: q_k = q_home + s(t) a_k u(t + k T / 6) / max|u|, s = 1 - exp(-kappa t^3).
+
+    u(t) = sum_j sin(h_j omega_f t - pi j (j - 1) / n) / h_j: the harmonics h_j of omega_f
+    (period T = 2 pi / omega_f) with amplitudes 1/h_j, so that each adds the same speed, and
+    Schroeder's phases, which keep the peak of the sum low for its power. Slider k runs the same
+    sum k/6 of a period later, so no two sliders move alike. ``check_limits`` samples the ramp and
+    one period against the travel, the singularity rule, the speed limit and (through the model's
+    inverse dynamics, drives included) the force limit.
+    """
+
+    # Samples per second of the limit check: 20 per period of the fastest harmonic of the shipped set.
+    CHECK_RATE = 200.0
+    # The ramp counts as done where 1 - s < 1e-4: kappa t^3 = ln(1e4).
+    RAMP_SETTLED = math.log(1e4)
+    _PEAK_SAMPLES = 4096  # samples of one period for max|u|
+
+    def __init__(self, settings: ExcitationSettings, start_q):
+        self.settings = settings
+        self.start_q = np.array(as_vector(start_q, 6, "start_q"))
+        harmonics = np.array(settings.harmonics, dtype=float)
+        count = harmonics.size
+        self.period = 2.0 * math.pi / settings.fundamental_frequency
+        self._omegas = harmonics * settings.fundamental_frequency  # (n,)
+        self._weights = 1.0 / harmonics
+        schroeder = -math.pi * np.arange(count) * np.arange(1, count + 1) / count
+        shift = np.arange(6)[:, None] * self.period / 6.0  # (6, 1) [s]
+        self._phases = schroeder[None, :] + self._omegas[None, :] * shift  # (6, n)
+        grid = np.linspace(0.0, self.period, self._PEAK_SAMPLES, endpoint=False)
+        unit = np.sin(self._omegas[None, :] * grid[:, None] + schroeder[None, :]) @ self._weights
+        self._scale = np.array(settings.amplitudes) / float(np.max(np.abs(unit)))  # (6,) [m]
+
+    @classmethod
+    def from_model(cls, model: HexapodModel, settings: TrajectorySettings | None = None) -> ExcitationTrajectory:
+        settings = settings or model.parameters.trajectories
+        trajectory = cls(settings.excitation, model.home_q)
+        trajectory.check_limits(model)
+        return trajectory
+
+    def sample_joints(self, t: float) -> JointReference:
+        t = _finite_time(t)
+        s, ds, dds = cubic_exponential_ramp(t, self.settings.ramp_rate)
+        angle = self._omegas * max(t, 0.0) + self._phases  # (6, n)
+        sine, cosine = np.sin(angle), np.cos(angle)
+        w = sine @ self._weights
+        dw = cosine @ (self._weights * self._omegas)
+        ddw = -(sine @ (self._weights * self._omegas**2))
+        c = self._scale
+        return JointReference(
+            t,
+            self.start_q + c * s * w,
+            c * (ds * w + s * dw),
+            c * (dds * w + 2.0 * ds * dw + s * ddw),
+        )
+
+    def check_limits(self, model: HexapodModel) -> None:
+        """ParameterError naming ``trajectories.excitation`` unless the ramp and one period stay within
+        the travel, away from where the controllers damp J_A^-1, within ``limits.actuator_speed_max``
+        and, with the model's feed-forward, ``actuator_force_max``."""
+        parameters = model.parameters
+        limits = parameters.limits
+        settled = (self.RAMP_SETTLED / self.settings.ramp_rate) ** (1.0 / 3.0)
+        where = f"{parameters.source}: hexapod.trajectories.excitation"
+        state = model.create_state()
+        damping_threshold = parameters.controllers.singularity.damping_threshold
+        peak_speed = peak_force = 0.0
+        for t in np.arange(0.0, settled + self.period, 1.0 / self.CHECK_RATE):
+            joints = self.sample_joints(t)
+            try:
+                model.check_joint_limits(joints.position, ParameterError)
+                phi = model.forward_kinematics(joints.position, state).phi
+                conditioning = model.analytic_jacobian(joints.position, phi=phi).jacobian_conditioning
+                forces = model.inverse_dynamics(joints.position, joints.velocity, joints.acceleration, phi=phi)
+            except HexapodError as error:
+                raise ParameterError(f"{where}: leaves the workspace at t = {t:.3f} s: {error}") from error
+            if conditioning < damping_threshold:
+                raise ParameterError(
+                    f"{where}: J_A conditioning {conditioning:.3g} at t = {t:.3f} s is below "
+                    f"controllers.singularity.damping_threshold {damping_threshold}: lower the amplitudes"
+                )
+            peak_speed = max(peak_speed, float(np.max(np.abs(joints.velocity))))
+            peak_force = max(peak_force, float(np.max(np.abs(forces))))
+        if peak_speed > limits.actuator_speed_max:
+            raise ParameterError(
+                f"{where}: peak slider speed {peak_speed:.4g} m/s exceeds limits.actuator_speed_max "
+                f"{limits.actuator_speed_max} m/s: lower the amplitudes or the frequencies"
+            )
+        if peak_force > limits.actuator_force_max:
+            raise ParameterError(
+                f"{where}: peak feed-forward force {peak_force:.4g} N exceeds limits.actuator_force_max "
+                f"{limits.actuator_force_max} N: lower the amplitudes or the frequencies"
+            )
+        self.peak_speed, self.peak_force = peak_speed, peak_force
+
+
 class JointTrajectoryImage:
     """Operational-space image of a joint trajectory: xi_d = FK(q_d), xi_d_dot = J_A q_d_dot,
     xi_d_ddot = J_A q_d_ddot + J_A_dot q_d_dot.
@@ -160,7 +261,7 @@ class JointTrajectoryImage:
     Samples should come in time order (any order works, only slower: FK re-tracks from home).
     """
 
-    def __init__(self, joint_trajectory: JointSpaceTrajectory, model: HexapodModel):
+    def __init__(self, joint_trajectory: JointSpaceTrajectory | ExcitationTrajectory, model: HexapodModel):
         self.joint_trajectory = joint_trajectory
         self._model = model
         self._kinematic_state = model.create_state()  # FK follows the sampled joint path
@@ -271,8 +372,13 @@ def _finite_time(t) -> float:
 
 
 def make_trajectory(name: str, model: HexapodModel, settings: TrajectorySettings | None = None):
-    """The thesis trajectories by name: "operational_space" (6.5) or "joint_space" (6.82 image)."""
-    factories = {"operational_space": OperationalSpaceTrajectory, "joint_space": JointTrajectoryImage}
+    """A trajectory by name: "operational_space" (6.5), "joint_space" (6.82 image) or "excitation"
+    (the identification run's image; ParameterError when it would leave the limits)."""
+    factories = {
+        "operational_space": OperationalSpaceTrajectory.from_model,
+        "joint_space": JointTrajectoryImage.from_model,
+        "excitation": lambda model, settings: JointTrajectoryImage(ExcitationTrajectory.from_model(model, settings), model),
+    }
     if name not in factories:
         raise InvalidInputError(f"unknown trajectory {name!r}; expected one of {sorted(factories)}")
-    return factories[name].from_model(model, settings)
+    return factories[name](model, settings)

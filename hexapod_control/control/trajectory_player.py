@@ -16,7 +16,7 @@ from hexapod_control.control.trajectories import HoldTrajectory, Reference, Smoo
 from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
 
-TRAJECTORY_CHOICES = ("operational_space", "joint_space", "hold")
+TRAJECTORY_CHOICES = ("operational_space", "joint_space", "excitation", "hold")
 
 
 class MoveThenTrajectory:
