@@ -4,17 +4,19 @@ A force computed from the joint state stamped t_k acts from t_k + d h on, d cont
 later (the transport delay: the answer crosses DDS and the effort controller writes the last
 command it holds at its next update; see simulation/delay.py). Until then the forces already in
 flight act: the commands answering the states t_{k-d} .. t_{k-1}. A controller that feeds back the
-measured state reacts d periods late, which at the shipped gains is unstable from d = 2 on (both
-controllers then bang between the force limits).
+measured state reacts d periods late: at the shipped gains computed torque is unstable from
+d = 2 on, the double loop (simulated_plant gains) from d = 1 (``hexapod_margins``); both then bang
+between the force limits.
 
 :class:`DelayCompensatedController` wraps either controller (same ``reset``/``update`` interface):
 
 1. forward kinematics of the measured q gives phi (and the measured pose it reports);
 2. d semi-implicit Euler steps of the control period integrate the model's forward dynamics,
-   q_dd = M_bar^-1 (tau - C_bar q_d - g_bar), from the measured (q, q_d) under the forces in flight
+   q_dd = M_bar^-1 (tau - C_bar q_d - g_bar) (with the drives' terms when the parameters have
+   them), from the measured (q, q_d) under the forces in flight
    (each clamped to the force limit, as the drives clamp it), to the state at t_k + d h;
 3. the reference is carried to the same instant by its own derivatives (second order: the pose
-   error this leaves is |jerk| (d h)^3 / 6, ~1e-12 m for the 6.5 trajectory at d = 3);
+   error this leaves is |jerk| (d h)^3 / 6, ~6e-11 rad for the 6.5 trajectory at d = 3);
 4. the wrapped controller computes the force for that state and reference.
 
 With an exact model the prediction is exact and the loop behaves as the delay-free one; a model
@@ -31,7 +33,8 @@ dynamics at the previous state, is the force that acted; the command that matche
 those sent 0..``max_delay_periods`` periods earlier, names the delay. A loop starting from rest
 identifies it within delay + 1 periods (the first command's step away from the zero the drives
 held); later a wrong estimate would make the loop ring, and ringing commands are told apart at
-once. Jitter and lost commands blur the misfits but measured here never the choice's effect.
+once. With jitter and lost commands the estimate moves between the delays that occur, and the
+loop tracks either way (test_delay_compensation.py).
 
 The output is the wrapped controller's (forces, status, conditioning), except that ``pose`` and the
 pose errors are those of the measured state against the reference at its stamp: what diagnostics
