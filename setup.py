@@ -76,6 +76,8 @@ CONSOLE_SCRIPTS = [
     "hexapod_gazebo_description = hexapod_control.simulation.gazebo_description:main",
     "hexapod_record = hexapod_control.ros.recorder_node:main",
     "hexapod_evaluate = hexapod_control.evaluation.cli:main",
+    "hexapod_identify = hexapod_control.identification.cli:main",
+    "hexapod_inverse_dynamics = hexapod_control.ros.inverse_dynamics_node:main",
     "hexapod_replay = hexapod_control.evaluation.replay:main",
     "hexapod_margins = hexapod_control.control.margins:main",
 ]

@@ -40,7 +40,7 @@ def generate_launch_description():
         DeclareLaunchArgument("controller", default_value="double_loop", choices=["double_loop", "computed_torque"],
                               description="control law of the controller node"),
         DeclareLaunchArgument("trajectory", default_value="operational_space",
-                              choices=["operational_space", "joint_space", "hold"],
+                              choices=["operational_space", "joint_space", "excitation", "hold"],
                               description="trajectory run by ~/start"),
         DeclareLaunchArgument("use_sim_time", default_value="false", choices=["true", "false"],
                               description="true only when a simulator (e.g. Gazebo) publishes /clock"),
@@ -55,6 +55,8 @@ def generate_launch_description():
                               description="start the trajectory node (false: publish /hexapod/reference yourself)"),
         DeclareLaunchArgument("rviz", default_value="false", choices=["true", "false"],
                               description="start RViz (TF of the 25 bodies is published either way)"),
+        DeclareLaunchArgument("inverse_dynamics", default_value="false", choices=["true", "false"],
+                              description="start the inverse-dynamics node (predicted forces, residual, feed-forward)"),
     ]
     nodes = [
         Node(
@@ -71,6 +73,12 @@ def generate_launch_description():
             package=PACKAGE, executable="hexapod_controller_node", name="hexapod_controller", output="screen",
             parameters=[common, {"controller": LaunchConfiguration("controller"), "arm_on_start": False,
                                  "use_sim_time": use_sim_time}],
+            remappings=[joint_states, commands],
+        ),
+        Node(
+            package=PACKAGE, executable="hexapod_inverse_dynamics", name="hexapod_inverse_dynamics", output="screen",
+            condition=IfCondition(LaunchConfiguration("inverse_dynamics")),
+            parameters=[common, {"use_sim_time": use_sim_time}],
             remappings=[joint_states, commands],
         ),
     ]

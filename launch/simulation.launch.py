@@ -40,8 +40,8 @@ def generate_launch_description():
         DeclareLaunchArgument("controller", default_value="computed_torque", choices=["double_loop", "computed_torque"],
                               description="control law of the controller node"),
         DeclareLaunchArgument("trajectory", default_value="operational_space",
-                              choices=["operational_space", "joint_space", "hold"],
-                              description="reference trajectory (thesis 6.5, thesis 6.82, or hold)"),
+                              choices=["operational_space", "joint_space", "excitation", "hold"],
+                              description="reference trajectory (thesis 6.5, thesis 6.82, the identification run, or hold)"),
         DeclareLaunchArgument("use_sim_time", default_value="true", choices=["true", "false"],
                               description="run the nodes on the simulator's /clock"),
         DeclareLaunchArgument("stepping", default_value="lockstep", choices=["lockstep", "realtime"],
@@ -53,6 +53,8 @@ def generate_launch_description():
                               description="start the trajectory node (false: publish /hexapod/reference yourself)"),
         DeclareLaunchArgument("rviz", default_value="false", choices=["true", "false"],
                               description="start RViz (TF of the 25 bodies is published either way)"),
+        DeclareLaunchArgument("inverse_dynamics", default_value="false", choices=["true", "false"],
+                              description="start the inverse-dynamics node (predicted forces, residual, feed-forward)"),
     ]
     nodes = [
         Node(
@@ -77,6 +79,11 @@ def generate_launch_description():
             # they need the "simulated_plant" gains of the double loop (see controllers.py).
             parameters=[common, {"controller": LaunchConfiguration("controller"), "gain_set": "simulated_plant",
                                  "arm_on_start": True, "use_sim_time": use_sim_time}],
+        ),
+        Node(
+            package=PACKAGE, executable="hexapod_inverse_dynamics", name="hexapod_inverse_dynamics", output="screen",
+            condition=IfCondition(LaunchConfiguration("inverse_dynamics")),
+            parameters=[common, {"use_sim_time": use_sim_time}],
         ),
     ]
     visualization = IncludeLaunchDescription(

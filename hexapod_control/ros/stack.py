@@ -2,7 +2,10 @@
 
 Composition without the launch package: the four nodes (and a tracking monitor) share one rclpy
 context and one SingleThreadedExecutor, and talk over the usual topics, so what runs here is what
-``simulation.launch.py`` starts as separate processes.
+``simulation.launch.py`` starts as separate processes. ``--inverse-dynamics`` adds the
+inverse-dynamics node (outside the lockstep chain: it listens), ``--plant-params`` gives the
+simulated robot a parameters file of its own (a payload, other drives) while the nodes keep
+``--params``.
 
 Lockstep (deterministic). This module, not a timer, advances the simulation. For plant step k at
 t_k = k dt:
@@ -51,6 +54,7 @@ from hexapod_control.ros.common import RELIABLE_QOS, reference_point
 from hexapod_control.ros.controller_node import ControllerNode
 from hexapod_control.ros.conventions import TOPICS, euler_from_reference_point
 from hexapod_control.ros.fk_node import ForwardKinematicsNode
+from hexapod_control.ros.inverse_dynamics_node import InverseDynamicsNode
 from hexapod_control.ros.simulator_node import SimulatorNode
 from hexapod_control.ros.trajectory_node import TRAJECTORY_CHOICES, TrajectoryNode
 from hexapod_control.simulation import BACKENDS
@@ -139,8 +143,13 @@ class StackResult:
 class SimStack:
     """The nodes of a simulated run in one context; ``run(duration)`` advances it in lockstep."""
 
-    def __init__(self, context: Context, params_file: str, controller: str, backend: str, trajectory: str):
+    def __init__(self, context: Context, params_file: str, controller: str, backend: str, trajectory: str,
+                 plant_params_file: str | None = None, inverse_dynamics: bool = False):
+        """``plant_params_file``: the simulated robot's own file (a model mismatch: a payload, other
+        drives), default ``params_file``; ``inverse_dynamics``: add the inverse-dynamics node."""
         load_parameters(params_file)  # fail early, with the file's own message
+        plant_params_file = str(plant_params_file or params_file)
+        load_parameters(plant_params_file)
         # The executor rebuilds its wait set from every entity of every node at each spin, and the
         # lockstep loop spins several times per step: the parameter and type-description services
         # (seven per node, unused inside the stack) would double the cost of each wait.
@@ -150,7 +159,8 @@ class SimStack:
         self.context = context
         self.nodes: list[Node] = []
         try:
-            self.simulator = self._add(SimulatorNode(context=context, **lean, parameter_overrides=common + [
+            self.simulator = self._add(SimulatorNode(context=context, **lean, parameter_overrides=[
+                Parameter("params_file", value=plant_params_file), *common[1:],
                 Parameter("backend", value=backend), Parameter("stepping", value="external")]))
             self.fk = self._add(ForwardKinematicsNode(context=context, **lean, parameter_overrides=common + sim_time))
             self.trajectory = self._add(TrajectoryNode(context=context, **lean, parameter_overrides=common + sim_time + [
@@ -159,6 +169,10 @@ class SimStack:
                 Parameter("controller", value=controller), Parameter("gain_set", value="simulated_plant"),
                 Parameter("arm_on_start", value=True)]))
             self.monitor = self._add(TrackingMonitor(context))
+            self.inverse_dynamics = (
+                self._add(InverseDynamicsNode(context=context, **lean, parameter_overrides=common + sim_time))
+                if inverse_dynamics else None
+            )
         except BaseException:
             self.destroy()
             raise
@@ -258,12 +272,13 @@ class SimStack:
         self.nodes = []
 
 
-def run_stack(params_file: str, controller: str, backend: str, trajectory: str, duration: float) -> StackResult:
+def run_stack(params_file: str, controller: str, backend: str, trajectory: str, duration: float,
+              plant_params_file: str | None = None, inverse_dynamics: bool = False) -> StackResult:
     """Build the stack in a fresh rclpy context, run it for ``duration`` simulated seconds, tear down."""
     context = Context()
     rclpy.init(context=context)
     try:
-        stack = SimStack(context, params_file, controller, backend, trajectory)
+        stack = SimStack(context, params_file, controller, backend, trajectory, plant_params_file, inverse_dynamics)
         try:
             return stack.run(duration)
         finally:
@@ -279,12 +294,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trajectory", choices=TRAJECTORY_CHOICES, default="operational_space")
     parser.add_argument("--duration", type=float, default=5.0, help="simulated seconds (default: %(default)s)")
     parser.add_argument("--params", default=None, help="parameters file (default: the shipped config/hexapod.yaml)")
+    parser.add_argument("--plant-params", default=None, help="the simulated robot's parameters file (default: --params)")
+    parser.add_argument("--inverse-dynamics", action="store_true", help="also run the inverse-dynamics node")
     args = parser.parse_args(argv)
     if not (math.isfinite(args.duration) and args.duration > 0.0):
         parser.error(f"--duration must be a positive number of seconds, got {args.duration}")
     try:
         params = args.params or str(default_parameters_path())
-        result = run_stack(params, args.controller, args.backend, args.trajectory, args.duration)
+        result = run_stack(params, args.controller, args.backend, args.trajectory, args.duration,
+                           args.plant_params, args.inverse_dynamics)
     except HexapodError as error:
         print(f"hexapod_sim_stack: {error}", file=sys.stderr)
         return 1
