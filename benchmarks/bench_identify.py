@@ -12,12 +12,13 @@ Prints the median and the range over the repetitions, and the load average.
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from timing import print_header
 
 from hexapod_control import load_parameters
 from hexapod_control.evaluation.bag import load_run
@@ -42,7 +43,9 @@ def main() -> None:
         started = time.perf_counter()
         summary = record_simulated_run(plant, base, bag, args.duration)
         print(f"# recorded {summary['steps']} steps to {bag} in {time.perf_counter() - started:.1f} s")
-    print_header(f"identification from {bag}" + (" with the payload" if args.payload else ""))
+    print(f"# identification from {bag}" + (" with the payload" if args.payload else ""))
+    print(f"# {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.2f} before, ", end="")
     stages = {"read bag": [], "filter + rigid-body forces": [], "least squares": [], "total": []}
     for _ in range(args.repeat):
         t0 = time.perf_counter()
@@ -55,6 +58,7 @@ def main() -> None:
         for name, seconds in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t3 - t0)):
             stages[name].append(seconds)
     recorded = run.joint_t[-1] - run.joint_t[0]
+    print(f"{os.getloadavg()[0]:.2f} after")
     print(f"# {run.joint_t.size} joint states over {recorded:.1f} s; "
           f"{sum(e.identified for e in result.estimates)} of {len(result.estimates)} parameters identified")
     print(f"{'stage':<32} {'median s':>9} {'min s':>8} {'max s':>8}")

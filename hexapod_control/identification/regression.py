@@ -179,21 +179,31 @@ def _robust_sigma(residuals, rows) -> np.ndarray:
     return sigma
 
 
+def _lagged_products(x: np.ndarray, max_lag: int) -> np.ndarray:
+    """sum_t x_t x_t+k for k = 0..max_lag, by FFT (one pass for every lag)."""
+    size = 1 << (2 * x.size - 1).bit_length()
+    spectrum = np.fft.rfft(x, size)
+    return np.fft.irfft(spectrum * np.conj(spectrum), size)[: max_lag + 1]
+
+
 def _inflation(residuals, rows, max_lag: int) -> np.ndarray:
     """kappa_i = 1 + 2 sum_k rho_k over the initial positive run of the residual autocorrelation."""
     kappa = np.ones(6)
     for i in range(6):
-        series = [(residual[:, i] * mask[:, i], mask[:, i].astype(float)) for residual, mask in zip(residuals, rows)]
-        count = sum(float(m.sum()) for _, m in series)
-        variance = sum(float(np.dot(r, r)) for r, _ in series) / count if count else 0.0
-        if not variance > 0.0:
+        products, pairs = np.zeros(max_lag + 1), np.zeros(max_lag + 1)
+        for residual, mask in zip(residuals, rows):
+            m = mask[:, i].astype(float)
+            lags = min(max_lag, m.size - 1)
+            products[: lags + 1] += _lagged_products(residual[:, i] * m, lags)
+            pairs[: lags + 1] += np.round(_lagged_products(m, lags))
+        if not (pairs[0] > 0 and products[0] > 0.0):
             continue
+        variance = products[0] / pairs[0]
         total = 0.0
         for lag in range(1, max_lag + 1):
-            pairs = sum(float(np.dot(m[lag:], m[:-lag])) for _, m in series if m.size > lag)
-            if not pairs:
+            if not pairs[lag]:
                 break
-            rho = sum(float(np.dot(r[lag:], r[:-lag])) for r, _ in series if r.size > lag) / pairs / variance
+            rho = products[lag] / pairs[lag] / variance
             if rho <= 0.0:
                 break
             total += rho
