@@ -12,8 +12,9 @@ between the force limits.
 
 1. forward kinematics of the measured q gives phi (and the measured pose it reports);
 2. d semi-implicit Euler steps of the control period integrate the model's forward dynamics,
-   q_dd = M_bar^-1 (tau - C_bar q_d - g_bar) (with the drives' terms when the parameters have
-   them), from the measured (q, q_d) under the forces in flight
+   q_dd = M_bar^-1 (tau - C_bar q_d - g_bar) (with the drives' inertia and friction when the
+   parameters have them, the friction taken implicitly over the step: it is stiff near rest),
+   from the measured (q, q_d) under the forces in flight
    (each clamped to the force limit, as the drives clamp it), to the state at t_k + d h;
 3. the reference is carried to the same instant by its own derivatives (second order: the pose
    error this leaves is |jerk| (d h)^3 / 6, ~6e-11 rad for the 6.5 trajectory at d = 3);
@@ -115,6 +116,7 @@ class DelayCompensatedController:
         self.estimator = estimator
         self.nominal_period = period if period is not None else controller.period
         self.force_limit = model.parameters.limits.actuator_force_max
+        self._drives = model.dynamics.actuators  # their friction is stiff near rest: taken implicitly
         self.measured_state = model.create_state()  # FK warm start of the measured q
         self.predicted_state = model.create_state()  # and of the predicted ones
         longest = max(self.delay_periods, estimator.max_periods if estimator else 0)
@@ -209,7 +211,8 @@ class DelayCompensatedController:
         if last is None or not 0.0 < t - last[0] < (1.0 + STAMP_TOLERANCE) * period:
             return  # no previous state, or one was lost: the interval holds more than one command
         t0, q0, qd0, phi0 = last
-        applied = self.model.inverse_dynamics(q0, qd0, (qd - qd0) / (t - t0), phi=phi0)
+        acceleration = (qd - qd0) / (t - t0)
+        applied = self.model.inverse_dynamics(q0, qd0, acceleration, phi=phi0) + self._friction_damping(qd0, t - t0) @ acceleration
         candidates = [self._in_flight(t0, period, delay) for delay in range(self.estimator.max_periods + 1)]
         self.delay_periods = self.estimator.update(applied, candidates, period)
 
@@ -217,12 +220,27 @@ class DelayCompensatedController:
         """(q, q_d) at t + d h: d semi-implicit Euler steps under the forces in flight."""
         model = self.model
         for step in range(self.delay_periods):
-            acceleration = model.forward_dynamics(q, qd, self._in_flight(t + step * period, period, self.delay_periods),
-                                                  phi=phi)
+            forces = self._in_flight(t + step * period, period, self.delay_periods)
+            if self._drives.rigid:
+                acceleration = model.forward_dynamics(q, qd, forces, phi=phi)
+            else:  # (M_bar + h D) q_dd = tau - C_bar q_d - g_bar - f(q_d): the friction taken implicitly
+                bias = model.inverse_dynamics(q, qd, np.zeros(6), phi=phi)
+                matrix = model.mass_matrix(q, phi=phi) + self._friction_damping(qd, period)
+                acceleration = np.linalg.solve(matrix, forces - bias)
             qd = qd + period * acceleration
             q = q + period * qd
             phi = model.kinematics.solve_passive(q, self.predicted_state, phi_guess=phi).phi
         return q, qd
+
+    def _friction_damping(self, qd, period: float) -> np.ndarray:
+        """h diag(df/dq_d): the drives' friction over a period, taken implicitly (zero without drives).
+
+        Near rest the Coulomb slope F_c / v_s is stiff (thousands of N*s/m): explicitly it would
+        overshoot within a step, where the sliders' real motion over a period settles.
+        """
+        if self._drives.rigid:
+            return np.zeros((6, 6))
+        return np.diag(period * (self._drives.viscous + self._drives.coulomb_slope(qd)))
 
     def _record(self, t: float, output):
         self.commanded(t, output.forces)
