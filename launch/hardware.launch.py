@@ -1,8 +1,14 @@
-"""The real Hexapod: forward kinematics + trajectory + controller around the robot's ros2_control driver.
+"""The real Hexapod: trajectory + controller (+ FK) around the robot's ros2_control driver.
 
     ros2 launch hexapod_control hardware.launch.py controller:=double_loop
-    ros2 service call /hexapod_controller/arm std_srvs/srv/SetBool "{data: true}"
-    ros2 service call /hexapod_trajectory/start std_srvs/srv/Trigger
+    ros2 service call /hexapod_robot_stack/arm std_srvs/srv/SetBool "{data: true}"
+    ros2 service call /hexapod_robot_stack/start std_srvs/srv/Trigger
+
+``layout:=one_process`` (default) runs hexapod_robot_stack: the controller samples the trajectory
+itself at each joint state's stamp, in one lean process (what holds 1 kHz on a small PC; see
+benchmarks/bench_loop.py). ``layout:=separate_nodes`` starts the FK, trajectory and controller
+nodes as separate processes instead (services /hexapod_controller/arm, /hexapod_trajectory/start),
+for labs that want to replace one of them.
 
 The driver (not started here) must provide /joint_states at ``controllers.rate`` with the joint
 names of the parameters file (joint_state_broadcaster) and a JointGroupEffortController listening on
@@ -18,9 +24,9 @@ import os
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
-from launch.conditions import IfCondition
+from launch.conditions import IfCondition, LaunchConfigurationEquals
 from launch.launch_description_sources import PythonLaunchDescriptionSource
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
@@ -36,7 +42,10 @@ def generate_launch_description():
     joint_states = ("/joint_states", LaunchConfiguration("joint_states_topic"))
     commands = ("/effort_controller/commands", LaunchConfiguration("effort_commands_topic"))
 
+    separate = LaunchConfigurationEquals("layout", "separate_nodes")
     arguments = [
+        DeclareLaunchArgument("layout", default_value="one_process", choices=["one_process", "separate_nodes"],
+                              description="one_process: hexapod_robot_stack; separate_nodes: FK, trajectory and controller nodes"),
         DeclareLaunchArgument("controller", default_value="double_loop", choices=["double_loop", "computed_torque"],
                               description="control law of the controller node"),
         DeclareLaunchArgument("trajectory", default_value="operational_space",
@@ -52,7 +61,7 @@ def generate_launch_description():
         DeclareLaunchArgument("effort_commands_topic", default_value="/effort_controller/commands",
                               description="command topic of the driver's JointGroupEffortController"),
         DeclareLaunchArgument("with_trajectory", default_value="true", choices=["true", "false"],
-                              description="start the trajectory node (false: publish /hexapod/reference yourself)"),
+                              description="separate_nodes: start the trajectory node (false: publish /hexapod/reference yourself)"),
         DeclareLaunchArgument("rviz", default_value="false", choices=["true", "false"],
                               description="start RViz (TF of the 25 bodies is published either way)"),
         DeclareLaunchArgument("inverse_dynamics", default_value="false", choices=["true", "false"],
@@ -60,18 +69,27 @@ def generate_launch_description():
     ]
     nodes = [
         Node(
+            package=PACKAGE, executable="hexapod_robot_stack", name="hexapod_robot_stack", output="screen",
+            condition=LaunchConfigurationEquals("layout", "one_process"),
+            parameters=[common, {"controller": LaunchConfiguration("controller"),
+                                 "trajectory": LaunchConfiguration("trajectory"), "arm_on_start": False,
+                                 "autostart": False, "use_sim_time": use_sim_time}],
+            remappings=[joint_states, commands],
+        ),
+        Node(
             package=PACKAGE, executable="hexapod_fk_node", name="hexapod_forward_kinematics", output="screen",
-            parameters=[common, {"use_sim_time": use_sim_time}], remappings=[joint_states],
+            condition=separate, parameters=[common, {"use_sim_time": use_sim_time}], remappings=[joint_states],
         ),
         Node(
             package=PACKAGE, executable="hexapod_trajectory_node", name="hexapod_trajectory", output="screen",
-            condition=IfCondition(LaunchConfiguration("with_trajectory")),
+            condition=IfCondition(PythonExpression(["'", LaunchConfiguration("layout"), "' == 'separate_nodes' and '",
+                                                    LaunchConfiguration("with_trajectory"), "' == 'true'"])),
             parameters=[common, {"trajectory": LaunchConfiguration("trajectory"), "autostart": False,
                                  "use_sim_time": use_sim_time}],
         ),
         Node(
             package=PACKAGE, executable="hexapod_controller_node", name="hexapod_controller", output="screen",
-            parameters=[common, {"controller": LaunchConfiguration("controller"), "arm_on_start": False,
+            condition=separate, parameters=[common, {"controller": LaunchConfiguration("controller"), "arm_on_start": False,
                                  "use_sim_time": use_sim_time}],
             remappings=[joint_states, commands],
         ),

@@ -196,12 +196,8 @@ def _context_stays_valid(grace: float) -> bool:
     return False
 
 
-def run_node(factory: Callable[[], object], name: str, args: list[str] | None = None,
-             executor_factory: Callable[[object], object] | None = None) -> int:
-    """rclpy.init, build the node, spin until Ctrl-C; a parameter error is logged and gives exit code 1.
-
-    ``executor_factory(node)`` picks the executor (default: a SingleThreadedExecutor).
-    """
+def run_node(factory: Callable[[], object], name: str, args: list[str] | None = None) -> int:
+    """rclpy.init, build the node, spin until Ctrl-C; a parameter error is logged and gives exit code 1."""
     rclpy.init(args=args)
     try:
         try:
@@ -211,7 +207,7 @@ def run_node(factory: Callable[[], object], name: str, args: list[str] | None = 
             rclpy.logging.get_logger(name).fatal(f"cannot start: {error}")
             print(f"{name}: cannot start: {error}", file=sys.stderr)
             return 1
-        executor = executor_factory(node) if executor_factory else SingleThreadedExecutor()
+        executor = SingleThreadedExecutor()
         executor.add_node(node)
         try:
             executor.spin()

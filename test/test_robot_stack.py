@@ -1,0 +1,137 @@
+"""hexapod_robot_stack over real topics: a plant stepped once per command plays the robot's driver.
+
+The stack runs on sim time: the driver publishes /clock = the plant's time before each joint state
+(stamped with it), so the stack's staleness checks see no age however slowly the test runs.
+"""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy")
+from geometry_msgs.msg import PoseStamped
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, spin_until
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import SetBool
+from trajectory_msgs.msg import MultiDOFJointTrajectory
+
+from hexapod_control import HexapodModel, load_parameters, make_plant
+from hexapod_control.ros.common import RELIABLE_QOS, set_time
+from hexapod_control.ros.conventions import TOPICS, time_from_stamp
+from hexapod_control.ros.robot_stack import RobotStackNode
+
+PARAMETERS = load_parameters()
+DURATION_S = 1.0  # 1000 joint states: the 6.5 ramp has begun to move the platform
+PUBLISH_RATE_HZ = 50.0
+# Computed torque on the plant of the same model, each command applied before the next step:
+# measured 2.2e-7 m over the first second (the delay compensation expects one period of delay
+# that this driver does not have). Bounds about 3x the measured values.
+POSITION_ERROR_BOUND_M = 7e-7
+HOLD_STEPS = 300
+HOLD_DRIFT_BOUND_M = 1.5e-5  # measured 4.5e-6 m: the unarmed period and the start of the hold
+HOLD_FORCE_TOLERANCE_N = 1e-12  # measured 4e-16 N once settled at rest
+
+
+def stack_node(context, **parameters):
+    overrides = [Parameter(name, value=value) for name, value in {**parameters, "use_sim_time": True}.items()]
+    return RobotStackNode(context=context, parameter_overrides=overrides)
+
+
+class Driver:
+    """Publishes the plant's state stamped with plant time; steps once per command received."""
+
+    def __init__(self, node, plant, stack, executor):
+        self.plant, self.commands, self.poses, self.references = plant, [], [], []
+        self.stack, self.executor = stack, executor
+        self.clock = node.create_publisher(Clock, TOPICS["clock"], RELIABLE_QOS)
+        self.publisher = node.create_publisher(JointState, TOPICS["joint_states"], RELIABLE_QOS)
+        node.create_subscription(Float64MultiArray, TOPICS["effort_commands"], self.commands.append, RELIABLE_QOS)
+        node.create_subscription(PoseStamped, TOPICS["platform_pose"], self.poses.append, RELIABLE_QOS)
+        node.create_subscription(MultiDOFJointTrajectory, TOPICS["reference"], self.references.append, RELIABLE_QOS)
+
+    def publish(self, stamp=None):
+        stamp = self.plant.time if stamp is None else stamp
+        clock = Clock()
+        set_time(clock.clock, stamp)
+        self.clock.publish(clock)
+        spin_until(self.executor, lambda: self.stack.get_clock().now().nanoseconds >= round(stamp * 1e9),
+                   DELIVERY_TIMEOUT_S, "the stack's clock")
+        message = JointState(name=list(PARAMETERS.ros.joint_names), position=self.plant.joint_positions().tolist(),
+                             velocity=self.plant.joint_velocities().tolist())
+        set_time(message.header.stamp, stamp)
+        self.publisher.publish(message)
+
+
+def test_the_stack_tracks_in_one_process_and_publishes_decimated(context, executor):
+    node = stack_node(context, controller="computed_torque", gain_set="simulated_plant", arm_on_start=True,
+                      autostart=True, publish_rate=PUBLISH_RATE_HZ)
+    driver_node = Node("test_driver", context=context)
+    plant = make_plant("embedded", PARAMETERS)
+    driver = Driver(driver_node, plant, node, executor)
+    executor.add_node(node)
+    executor.add_node(driver_node)
+    spin_until(executor, lambda: driver.publisher.get_subscription_count() >= 1 and driver.clock.get_subscription_count() >= 1
+               and node.command_publisher.get_subscription_count() >= 1, DISCOVERY_TIMEOUT_S, "discovery")
+    steps = round(DURATION_S / plant.dt)
+    for _ in range(steps):
+        answered = len(driver.commands)
+        driver.publish()
+        spin_until(executor, lambda: len(driver.commands) > answered, DELIVERY_TIMEOUT_S, "the command")
+        plant.apply_forces(driver.commands[-1].data)
+        plant.step()
+    spin_until(executor, lambda: len(driver.poses) >= 2 and len(driver.references) >= 2, DELIVERY_TIMEOUT_S, "outputs")
+    assert node.supervisor.state.value == "armed"
+    assert len(driver.commands) == steps  # every joint state answered once
+    # Decimated: one pose and one reference per 1 / publish_rate of joint-state stamps.
+    expected = DURATION_S * PUBLISH_RATE_HZ
+    assert expected - 2 <= len(driver.poses) <= expected + 2
+    # Reference and measured pose of the same stamps: the platform where the trajectory says.
+    model = HexapodModel(PARAMETERS)
+    references = {time_from_stamp(m.header.stamp): m.points[0].transforms[0].translation for m in driver.references}
+    errors = []
+    for pose in driver.poses:
+        reference = references.get(time_from_stamp(pose.header.stamp))
+        if reference is not None:
+            p = pose.pose.position
+            errors.append(np.linalg.norm([reference.x - p.x, reference.y - p.y, reference.z - p.z]))
+    assert len(errors) >= expected - 3
+    assert max(errors) < POSITION_ERROR_BOUND_M
+    # The final measured pose is FK of the plant's state (the stack's pose is the controller's FK).
+    final = model.forward_kinematics(plant.joint_positions()).position
+    assert np.linalg.norm(final - np.array([driver.poses[-1].pose.position.x, driver.poses[-1].pose.position.y,
+                                            driver.poses[-1].pose.position.z])) < 1e-3
+
+
+def test_disarmed_stack_answers_zero_and_arms_by_service(context, executor):
+    node = stack_node(context, controller="computed_torque")
+    driver_node = Node("test_driver", context=context)
+    plant = make_plant("embedded", PARAMETERS)
+    driver = Driver(driver_node, plant, node, executor)
+    client = driver_node.create_client(SetBool, "/hexapod_robot_stack/arm")
+    executor.add_node(node)
+    executor.add_node(driver_node)
+    spin_until(executor, lambda: driver.publisher.get_subscription_count() >= 1 and client.service_is_ready()
+               and driver.clock.get_subscription_count() >= 1,
+               DISCOVERY_TIMEOUT_S, "discovery")
+    driver.publish()
+    spin_until(executor, lambda: driver.commands, DELIVERY_TIMEOUT_S, "the first command")
+    assert list(driver.commands[-1].data) == [0.0] * 6
+    plant.step()  # zero force for one period, as on the robot before arming
+    future = client.call_async(SetBool.Request(data=True))
+    spin_until(executor, future.done, DELIVERY_TIMEOUT_S, "the arm answer")
+    assert future.result().success, future.result().message
+    # Armed with nothing started, it holds the measured pose: the platform stays where it was and
+    # the forces settle on the model's static forces.
+    start = plant.joint_positions()
+    for _ in range(HOLD_STEPS):
+        answered = len(driver.commands)
+        driver.publish()
+        spin_until(executor, lambda: len(driver.commands) > answered, DELIVERY_TIMEOUT_S, "the command")
+        plant.apply_forces(driver.commands[-1].data)
+        plant.step()
+    assert np.max(np.abs(plant.joint_positions() - start)) < HOLD_DRIFT_BOUND_M
+    static = HexapodModel(PARAMETERS).gravity_term(plant.joint_positions())
+    np.testing.assert_allclose(driver.commands[-1].data, static, rtol=0, atol=HOLD_FORCE_TOLERANCE_N)
