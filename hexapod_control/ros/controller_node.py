@@ -76,6 +76,8 @@ NODE_NAME = "hexapod_controller"
 
 
 class ControllerNode(Node):
+    takes_references = True  # from the reference topic (the one-process stack samples its own)
+
     def __init__(self, node_name: str = NODE_NAME, **node_options):
         super().__init__(node_name, **node_options)
         construct(self, self._setup)
@@ -99,7 +101,8 @@ class ControllerNode(Node):
         self.command_publisher = self.create_publisher(Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS)
         self.diagnostics = DiagnosticsPublisher(self, TOPICS["diagnostics"], f"{self.get_name()}: safety", safety.diagnostics_period)
         self.create_subscription(JointState, TOPICS["joint_states"], self._on_joint_state, RELIABLE_QOS)
-        self.create_subscription(MultiDOFJointTrajectory, TOPICS["reference"], self._on_reference, RELIABLE_QOS)
+        if self.takes_references:
+            self.create_subscription(MultiDOFJointTrajectory, TOPICS["reference"], self._on_reference, RELIABLE_QOS)
         self.create_service(SetBool, "~/arm", self._on_arm)
         self.create_timer(safety.watchdog_period, self._on_watchdog)
         self.steady_timeout = safety.sim_time_stall_timeout if use_sim_time else safety.joint_state_timeout
@@ -118,10 +121,11 @@ class ControllerNode(Node):
 
     # -------------------------------------------------------------- inputs
     def _on_joint_state(self, message: JointState) -> None:
-        now = seconds(self)
+        now, stamp = seconds(self), time_from_stamp(message.header.stamp)
         arming_on_start = self.control.arm_on_start
-        record = self.control.joint_state(now, time_from_stamp(message.header.stamp), message.name,
-                                          message.position, message.velocity, steady=time.monotonic())
+        self._before_joint_state(stamp)
+        record = self.control.joint_state(now, stamp, message.name, message.position, message.velocity,
+                                          steady=time.monotonic())
         if record is None:
             return  # a copy (e.g. a lockstep simulator's resend) or out of order: answered already
         if record.error:
@@ -132,6 +136,13 @@ class ControllerNode(Node):
         self._publish_forces(record.forces)
         if record.diagnostic is not None:
             self._publish_status(now, record.diagnostic)
+        self._after_joint_state(stamp, record)
+
+    def _before_joint_state(self, stamp: float) -> None:
+        """Hook of the one-process stack: the reference for this stamp (this node takes them by topic)."""
+
+    def _after_joint_state(self, stamp: float, record) -> None:
+        """Hook of the one-process stack: its decimated outputs."""
 
     def _on_reference(self, message: MultiDOFJointTrajectory) -> None:
         now, stamp = seconds(self), time_from_stamp(message.header.stamp)
