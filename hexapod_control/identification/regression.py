@@ -112,7 +112,7 @@ class _Design:
         self.target = forces - samples.rigid  # y
         columns = [samples.acceleration, samples.velocity, samples.coulomb]
         self.columns = np.stack(columns, axis=2)  # (N, 6, 3)
-        self.payload = samples.payload
+        self.payload = None if samples.payload is None else np.nan_to_num(samples.payload)  # 0 where unused
         moving = np.abs(samples.velocity) >= min_speed
         base = usable[:, None] & np.ones((1, 6), dtype=bool)
         self.invalid = ~base
@@ -126,28 +126,27 @@ class _Design:
         drives = theta[: 6 * _PER_SLIDER].reshape(6, _PER_SLIDER)
         forces = np.einsum("nij,ij->ni", self.columns, drives)
         if self.payload is not None and theta.size > 6 * _PER_SLIDER:
-            forces = forces + theta[-1] * np.nan_to_num(self.payload)
+            forces = forces + theta[-1] * self.payload
         return forces
 
 
 def _normal_equations(designs: list[_Design], weights: list[np.ndarray], with_payload: bool):
+    """Gram matrix and right-hand side of the weighted least squares, all sliders at once."""
     size = 6 * _PER_SLIDER + (1 if with_payload else 0)
     gram, rhs = np.zeros((size, size)), np.zeros(size)
     for design, weight in zip(designs, weights):
+        weighted = design.columns * weight[:, :, None]  # (N, 6, 3)
+        blocks = np.einsum("nij,nik->ijk", weighted, design.columns, optimize=True)  # (6, 3, 3)
         for i in range(6):
-            w = weight[:, i]
-            x = design.columns[:, i, :]
-            xw = x * w[:, None]
             block = slice(_PER_SLIDER * i, _PER_SLIDER * (i + 1))
-            gram[block, block] += xw.T @ x
-            rhs[block] += xw.T @ design.target[:, i]
-            if with_payload:
-                p = np.nan_to_num(design.payload[:, i])
-                cross = xw.T @ p
-                gram[block, -1] += cross
-                gram[-1, block] += cross
-                gram[-1, -1] += np.dot(w * p, p)
-                rhs[-1] += np.dot(w * p, design.target[:, i])
+            gram[block, block] += blocks[i]
+        rhs[: 6 * _PER_SLIDER] += np.einsum("nij,ni->ij", weighted, design.target, optimize=True).ravel()
+        if with_payload:
+            cross = np.einsum("nij,ni->ij", weighted, design.payload, optimize=True).ravel()
+            gram[: 6 * _PER_SLIDER, -1] += cross
+            gram[-1, : 6 * _PER_SLIDER] += cross
+            gram[-1, -1] += float(np.sum(weight * design.payload**2))
+            rhs[-1] += float(np.sum(weight * design.payload * design.target))
     return gram, rhs
 
 

@@ -322,9 +322,10 @@ class DoubleLoopSettings(_Section):
     def velocity_gains(self, gain_set: str) -> VelocityGains:
         """K_p and K_i of gain set "robot" (the thesis) or "simulated_plant".
 
-        The rigid-body model has no motor rotor inertia: at 1 kHz its lightest actuator mode
-        (~0.83 kg) makes the thesis K_p = 3000 N*s/m unstable (needs K_p < 2 m / dt), where the real
-        drives' reflected inertia keeps it stable; the simulators get their own gains.
+        The rigid-body model (``actuators`` all zero) has no rotor inertia: at 1 kHz its lightest
+        actuator mode (~0.83 kg) makes the thesis K_p = 3000 N*s/m unstable (needs K_p < 2 m / dt),
+        where the drives' reflected inertia keeps it stable (from 0.673 kg per slider, 2.19 kg with
+        one period of loop delay: test_actuators.py); rigid simulators get their own gains.
         """
         if gain_set == "robot":
             return VelocityGains(
