@@ -57,7 +57,3 @@ class ActuatorModel:
         """1/2 sum J q_d^2 [J] stored in the rotors."""
         qd = np.asarray(qd, dtype=float)
         return 0.5 * float(np.dot(self.inertia, qd * qd))
-
-    def dissipation(self, qd) -> float:
-        """friction(q_d) . q_d >= 0 [W]: the power friction turns into heat."""
-        return float(np.dot(self.friction(qd), qd))

@@ -227,10 +227,6 @@ class ReducedDynamics:
         q, phi = self._state(q, phi)
         return np.array(self._call(terms.reduced_gravity_term, q, phi))
 
-    def friction_force(self, qd) -> np.ndarray:
-        """The drives' friction b q_d + F_c tanh(q_d / v_s) (6,) [N]."""
-        return self.actuators.friction(as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES))
-
     def inverse_dynamics(self, q, qd, qdd, phi=None) -> np.ndarray:
         """Actuator forces tau (6,) [N] for the motion (q, q_d, q_dd)."""
         q, phi = self._state(q, phi)

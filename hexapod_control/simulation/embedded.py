@@ -107,7 +107,7 @@ class EmbeddedSimulator(Plant):
         # phi only (no pose): the plant's secant warm start tracks the motion step by step.
         self._phi = self.model.kinematics.solve_passive(q, self.kinematic_state).phi
         forces = self._forces if self._external is None else [f + e for f, e in zip(self._forces, self._external)]
-        if self._drives.rigid or implicit_step == 0.0:
+        if implicit_step == 0.0 or (self._drives.rigid and not self._stick_slip):
             return self.model.forward_dynamics(q, qd, forces, phi=self._phi).tolist()
         return self._implicit_friction_acceleration(q, np.asarray(qd), np.asarray(forces), implicit_step).tolist()
 
