@@ -14,14 +14,20 @@ DetachableJoint system attaches a fixed joint to a child link that already has a
   solver each step, holds the loop closed; the world uses the PGS boxed-LCP solver, as the
   generated world asks (``<solver_type>pgs</solver_type>``).
 
-What differs from a gz-sim run: DART's URDF loader, not sdformat's URDF-to-SDF conversion, builds
-the tree (sdformat lumps the massless frames ``hexapod_base`` and ``hexapod_platform`` into their
-parents; DART gives a massless link 1 kg, so they are made massless here); the forces go straight
-to the slider joints each step, where gz_ros2_control's GazeboSimSystem writes the effort
-command through gz-sim's JointForceCmd (same physics, one step later than the command's arrival
-is the loop delay's business: simulation/delay.py); no contacts or collisions (the description has
-no collision geometry); the step is DART's ``World.step`` (semi-implicit Euler with the constraint
-impulses), where gz-sim steps the same world through gz-physics.
+What differs from a gz-sim run:
+
+* the tree: DART's URDF loader builds it here, sdformat's URDF-to-SDF conversion there; sdformat
+  lumps the massless frames ``hexapod_base`` and ``hexapod_platform`` into their parents, DART
+  gives a massless link 1 kg, so they are made massless here;
+* the forces: set on the slider joints before each step; gz_ros2_control's GazeboSimSystem writes
+  the effort command in PreUpdate and reads the state in PostUpdate, so a command answering the
+  state of step k acts from step k + 1 on at best: that is the loop delay, modelled apart
+  (simulation/delay.py);
+* versions: dartpy 6.20.0 (PyPI); gz-sim links the DART of its platform's packages through
+  gz-physics, which may be older; the constraint settings are DART's defaults in both (weld error
+  reduction, PGS iterations), none set here or in the generated world;
+* no contacts (the description has no collision geometry), no joint damping or friction, no
+  sensors or real-time factor: the world is stepped as fast as the caller asks.
 """
 
 from __future__ import annotations
@@ -171,7 +177,8 @@ class DartPlant(Plant):
         """The largest angle between a welded link and its mirror [rad]."""
         worst = 0.0
         for child, mirror in self._welds:
-            relative = child.getWorldTransform().rotation().T @ mirror.getWorldTransform().rotation()
-            worst = max(worst, math.acos(max(-1.0, min(1.0, (np.trace(relative) - 1.0) / 2.0))))
+            r = child.getWorldTransform().rotation().T @ mirror.getWorldTransform().rotation()
+            axis = np.array([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])  # 2 sin(angle) n
+            worst = max(worst, math.atan2(0.5 * float(np.linalg.norm(axis)), 0.5 * (np.trace(r) - 1.0)))
         return worst
 
