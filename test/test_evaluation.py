@@ -296,7 +296,7 @@ def test_replay_reproduces_the_recorded_controller(run, tmp_path, name):
     replay_duration = 0.15  # the double loop's integrator state is exercised over 150 steps
     short = synthetic_run(replay_duration)
     recorded = dataclasses.replace(short, forces=controller_forces(name, short))
-    data = load_run(write_bag(tmp_path / name, recorded), JOINT_NAMES, reference_points=True)
+    data = load_run(write_bag(tmp_path / name, recorded), JOINT_NAMES, replay=True)
     result = replay_run(data, PARAMETERS, name, "latest")
     assert result.compared.all() and result.t.size == short.t.size
     np.testing.assert_allclose(result.replayed, recorded.forces, rtol=0, atol=REPLAY_TOLERANCE_N)

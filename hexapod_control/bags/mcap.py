@@ -32,8 +32,6 @@ FOOTER_SIZE = RECORD_HEADER + 8 + 8 + 4  # summary start, summary offset start, 
 # A message record: opcode, length, channel id (2), sequence (4), log time (8), publish time (8), data.
 MESSAGE_FIELDS = 2 + 4 + 8 + 8
 MESSAGE_HEADER = RECORD_HEADER + MESSAGE_FIELDS
-LOG_TIME_AT = RECORD_HEADER + 2 + 4
-CHANNEL_AT = RECORD_HEADER
 # Chunks (about 1 MB each) read and decoded together: one block per topic holds tens of thousands of
 # messages, so the per-block cost of numpy calls is spread thin, and the bytes read stay small.
 SPAN_BYTES = 16 * 2**20
@@ -92,12 +90,6 @@ def decompress(compression: str, data) -> bytes:
 
         return lz4.frame.LZ4FrameDecompressor().decompress(bytes(data))
     raise ValueError(f"unsupported chunk compression {compression!r}")
-
-
-def gather_uint(buffer: np.ndarray, positions: np.ndarray, size: int) -> np.ndarray:
-    """Little-endian unsigned integers of ``size`` bytes at ``positions`` of a uint8 buffer."""
-    raw = buffer[positions[:, None] + np.arange(size)]
-    return raw.view(f"<u{size}").ravel().astype(np.int64)
 
 
 @dataclass
@@ -247,7 +239,8 @@ def custom_data_of(document) -> dict[str, str]:
             document = yaml.load(document, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         except yaml.YAMLError:
             return {}
-    info = document.get("rosbag2_bagfile_information") if isinstance(document, dict) else None
+    # metadata.yaml wraps the fields in rosbag2_bagfile_information; the copy inside MCAP does not.
+    info = document.get("rosbag2_bagfile_information", document) if isinstance(document, dict) else None
     data = info.get("custom_data") if isinstance(info, dict) else None
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
@@ -314,10 +307,13 @@ def _read_span(handle, span: list[_ChunkIndex], channels: _Channels) -> None:
                 contents.count(channels.topics[channel_id], count)
                 continue
             pairs = np.frombuffer(raw, dtype="<u8", count=2 * count, offset=position + RECORD_HEADER + 2 + 4)
-            starts.setdefault(channel_id, []).append(base + np.sort(pairs[1::2].astype(np.int64), kind="stable"))
+            order = np.argsort(pairs[1::2], kind="stable")  # file order
+            starts.setdefault(channel_id, []).append(
+                (base + pairs[1::2][order].astype(np.int64), pairs[0::2][order].astype(np.int64)))
     buffer = np.frombuffer(raw if len(pieces) == 1 else b"".join(pieces), dtype=np.uint8)
     for channel_id, parts in starts.items():
-        block = _indexed_block(buffer, np.concatenate(parts), channel_id, channels.topics[channel_id])
+        block = _indexed_block(buffer, np.concatenate([offsets for offsets, _ in parts]),
+                               np.concatenate([logs for _, logs in parts]), channel_id, channels.topics[channel_id])
         if block is None:
             raise ValueError(f"the message index of {channels.topics[channel_id]} does not point at its messages")
         contents.keep(block)
@@ -337,19 +333,22 @@ def _chunk_header(view, offset: int) -> tuple[int, str, int]:
     return body.offset, compression, size
 
 
-def _indexed_block(records: np.ndarray, starts: np.ndarray, channel_id: int, topic: str) -> MessageBlock | None:
-    """The block of the message records at ``starts``, or None when they are not that channel's."""
+def _indexed_block(records: np.ndarray, starts: np.ndarray, log_ns: np.ndarray, channel_id: int,
+                   topic: str) -> MessageBlock | None:
+    """The block of the message records at ``starts`` (log times from the index), or None when
+    they are not that channel's messages."""
     if starts.size == 0:
-        return MessageBlock(topic, np.zeros(0, np.int64), records, starts, starts)
+        return MessageBlock(topic, log_ns, records, starts, starts)
     if starts[-1] + MESSAGE_HEADER > records.size or starts[0] < 0:
         return None
-    lengths = gather_uint(records, starts + 1, 8)
-    ok = (records[starts] == OP_MESSAGE) & (gather_uint(records, starts + CHANNEL_AT, 2) == channel_id)
+    head = records[starts[:, None] + np.arange(RECORD_HEADER + 2)]  # opcode, length, channel id
+    lengths = head[:, 1:RECORD_HEADER].copy().view("<u8").ravel().astype(np.int64)
+    channels = head[:, RECORD_HEADER:].copy().view("<u2").ravel()
+    ok = (head[:, 0] == OP_MESSAGE) & (channels == channel_id)
     ok &= (lengths >= MESSAGE_FIELDS) & (starts + RECORD_HEADER + lengths <= records.size)
     if not ok.all():
         return None
-    return MessageBlock(topic, gather_uint(records, starts + LOG_TIME_AT, 8), records,
-                        starts + MESSAGE_HEADER, lengths - MESSAGE_FIELDS)
+    return MessageBlock(topic, log_ns, records, starts + MESSAGE_HEADER, lengths - MESSAGE_FIELDS)
 
 
 class _Collector:

@@ -69,10 +69,10 @@ class RunData:
     qd: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # [m/s]
     ref_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ref_pose: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # xi_d [m, rad]
-    ref_velocity: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))
-    ref_acceleration: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))
+    ref_velocity: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # load_run(replay=True) only
+    ref_acceleration: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # load_run(replay=True) only
     ref_stamp_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # on the joint-state clock
-    ref_points: np.ndarray = field(default_factory=lambda: np.zeros((0, 19)))  # message numbers (load_run reference_points)
+    ref_points: np.ndarray = field(default_factory=lambda: np.zeros((0, 19)))  # message numbers (load_run replay=True)
     effort_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
     forces: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # [N]
     pose_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -129,9 +129,8 @@ class RunData:
 class _RunDecoder:
     """Decodes the evaluated topics block by block as the bag is read."""
 
-    def __init__(self, names: dict[str, str], joint_names, bulk: bool, reference_points: bool):
-        self.names, self.joint_names, self.bulk = names, list(joint_names), bulk
-        self.reference_points = reference_points
+    def __init__(self, names: dict[str, str], joint_names, bulk: bool, replay: bool):
+        self.names, self.joint_names, self.bulk, self.replay = names, list(joint_names), bulk, replay
         self.keys = {names[key]: key for key in EVALUATED_TOPICS}
         self.skips = Skips()
         self.decoders: dict[str, TopicDecoder] = {}
@@ -143,7 +142,7 @@ class _RunDecoder:
         decoder = self.decoders.get(key)
         if decoder is None:
             decoder = self.decoders[key] = TopicDecoder(key, block.topic, msgtype, self.joint_names, self.skips, self.bulk,
-                                                        self.reference_points)
+                                                        self.replay)
         decoder.add(block)
 
 
@@ -153,16 +152,16 @@ def load_run(
     topic_overrides: Optional[Mapping[str, str]] = None,
     label: Optional[str] = None,
     bulk: bool = True,
-    reference_points: bool = False,
+    replay: bool = False,
 ) -> RunData:
     """Read and decode the bag at ``path``; raises BagError only when it cannot be opened.
 
     ``joint_names`` are the bag's names of q1..q6; ``bulk=False`` decodes every message one by one
-    (the reference path the tests compare the bulk decoding with); ``reference_points`` keeps the
-    references' message numbers too (``ref_points``, for replay).
+    (the reference path the tests compare the bulk decoding with); ``replay`` keeps what replay needs
+    besides the reference poses: their velocities, accelerations and message numbers (``ref_points``).
     """
     names = resolve_topic_names(topic_overrides)
-    decoder = _RunDecoder(names, joint_names, bulk, reference_points)
+    decoder = _RunDecoder(names, joint_names, bulk, replay)
     contents = read_bag(path, {names[key] for key in EVALUATED_TOPICS}, consumer=decoder)
     run = RunData(label=label or Path(path).name, path=contents.path, storage=contents.storage,
                   topic_names=dict(names), available=dict(contents.available), joint_names=list(joint_names),
@@ -182,10 +181,13 @@ def load_run(
     return run
 
 
-def _order(times_ns: np.ndarray, topic: str, notes: list[str]) -> np.ndarray:
-    """Indices that sort by time with duplicated stamps dropped (first kept), noted."""
+def _order(times_ns: np.ndarray, topic: str, notes: list[str]):
+    """Indices that sort by time with duplicated stamps dropped (first kept), noted; a slice of
+    everything when the stamps already rise strictly (the usual case: no copies of long arrays)."""
     if times_ns.size == 0:
         return np.zeros(0, dtype=int)
+    if np.all(times_ns[1:] > times_ns[:-1]):
+        return slice(None)
     unsorted = int(np.count_nonzero(np.diff(times_ns) < 0))
     order = np.argsort(times_ns, kind="stable")
     sorted_ns = times_ns[order]
@@ -257,9 +259,9 @@ def _assemble(run: RunData, decoder: _RunDecoder) -> None:
         keep = _order(reference_ns, names["reference"], notes)
         run.ref_stamp_ns = reference_ns[keep]
         run.ref_t = seconds(run.ref_stamp_ns)
-        run.ref_pose, run.ref_velocity, run.ref_acceleration = (v[keep] for v in reference_values[:3])
-        if len(reference_values) > 3:
-            run.ref_points = reference_values[3][keep]
+        run.ref_pose = reference_values[0][keep]
+        if len(reference_values) > 1:
+            run.ref_velocity, run.ref_acceleration, run.ref_points = (v[keep] for v in reference_values[1:])
         run.sampling["reference"] = timing.sampling("reference", names["reference"], run.ref_t, reference_clock)
     pose_ns, pose_clock, pose_values = on_joint_clock("platform_pose")
     if pose_ns.size:
@@ -267,7 +269,7 @@ def _assemble(run: RunData, decoder: _RunDecoder) -> None:
         run.pose_t, run.pose = seconds(pose_ns[keep]), pose_values[0][keep]
 
     # Map log times onto the joint-state clock: the stamp of the latest joint state logged before.
-    log_order = np.argsort(joint_log, kind="stable")
+    log_order = slice(None) if np.all(joint_log[1:] >= joint_log[:-1]) else np.argsort(joint_log, kind="stable")
     joint_log_sorted, joint_log_stamp = joint_log[log_order], joint_ns[log_order]
 
     def log_to_stamp(log_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -303,15 +305,20 @@ def _place_forces(run: RunData, log_ns, values, log_to_stamp, joint_states_logge
             notes.append(f"{names['effort_commands']}: {early} command(s) logged before any joint state: skipped")
     else:
         run.effort_timing = "force commands are placed at their bag log times (no joint states)"
-    values, effort_ns = values[valid], effort_ns[valid]
+    if not valid.all():
+        values, effort_ns = values[valid], effort_ns[valid]
     # Several commands answering one joint state: the last one is what the drive applied.
-    order = np.argsort(effort_ns, kind="stable")
-    effort_ns, values = effort_ns[order], values[order]
+    if not np.all(effort_ns[1:] >= effort_ns[:-1]):
+        order = np.argsort(effort_ns, kind="stable")
+        effort_ns, values = effort_ns[order], values[order]
     last = np.ones(effort_ns.size, dtype=bool)
     last[:-1] = np.diff(effort_ns) != 0
     repeated = int(np.count_nonzero(~last))
     if repeated:
         notes.append(f"{names['effort_commands']}: {repeated} command(s) superseded by a later one for the same joint state")
-    run.effort_t, run.forces = seconds(effort_ns[last]), values[last]
+    if last.all():
+        run.effort_t, run.forces = seconds(effort_ns), values
+    else:
+        run.effort_t, run.forces = seconds(effort_ns[last]), values[last]
     run.sampling["effort_commands"] = timing.sampling("effort_commands", names["effort_commands"], run.effort_t,
                                                       "stamp of the joint state each command answers")

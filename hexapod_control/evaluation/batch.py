@@ -48,8 +48,6 @@ FK_ERRORS = (ConvergenceError, AssemblyModeJumpError, AssemblyError, InvalidInpu
 ANCHOR_SPACING = 100
 FK_BLOCK = 16_384  # samples per batch Newton: its ~50 temporaries of (N, 3) stay in the CPU cache
 DYNAMICS_BLOCK = 10_000  # samples per generated-code call (its intermediates: ~1500 arrays of this length)
-SIDES = np.arange(3)
-NEXT_SIDE = (SIDES + 1) % 3  # gamma_k closes the edge from vertex k to vertex k + 1 (SIDE_PAIRS)
 # The cyclic solve of the scalar code treats |det| <= this fraction of the row-norm product as singular.
 SINGULAR_DETERMINANT = 1e-14
 
@@ -136,77 +134,91 @@ class BatchForwardKinematics:
 
 
 def _closure(kinematics: Kinematics, q: np.ndarray, phi: np.ndarray):
-    """gamma (N, 3), the rows (a, b) of dgamma/dphi (each (N, 3)) and the apex coordinates
-    (px, py, pz, each (N, 3)): the array form of ClosedChainKinematics.closure_residual_and_slopes."""
+    """gamma, the rows (a, b) of dgamma/dphi and the apexes' coordinates (px, py, pz), each (3, N),
+    of q (6, N) and phi (3, N): ClosedChainKinematics.closure_residual_and_slopes on arrays, one
+    side per row so that every operation runs on a contiguous array."""
     chains = kinematics.chains
-    cos_side, sin_side = np.array(chains.side_cos), np.array(chains.side_sin)
-    qbar = q[:, 0::2] + q[:, 1::2]
+    (c0, c1, c2), (s0, s1, s2), d = chains.side_cos, chains.side_sin, chains.side_offset
+    cos_side, sin_side = np.array([[c0], [c1], [c2]]), np.array([[s0], [s1], [s2]])
+    qbar = q[0::2] + q[1::2]
     r = 0.5 * np.sqrt(chains.four_leg_length_squared - qbar * qbar)
-    k, n = np.cos(phi), np.sin(phi)
-    x, y, z = 0.5 * (q[:, 1::2] - q[:, 0::2]), chains.side_offset + r * k, r * n
+    k = np.cos(phi)
+    x, y, z = 0.5 * (q[1::2] - q[0::2]), d + r * k, r * np.sin(phi)
     px, py = cos_side * x - sin_side * y, sin_side * x + cos_side * y
     tx, ty, tz = sin_side * z, -cos_side * z, r * k
-    ex, ey, ez = px[:, NEXT_SIDE] - px, py[:, NEXT_SIDE] - py, z[:, NEXT_SIDE] - z
+    # Edge k runs from vertex k to vertex k + 1 (SIDE_PAIRS); rolling the rows brings vertex k + 1 up.
+    nx, ny, nz = np.roll(px, -1, axis=0), np.roll(py, -1, axis=0), np.roll(z, -1, axis=0)
+    ex, ey, ez = nx - px, ny - py, nz - z
     gamma = 0.5 * (ex * ex + ey * ey + ez * ez) - chains.half_platform_side_squared
     a = -(ex * tx + ey * ty + ez * tz)
-    b = ex * tx[:, NEXT_SIDE] + ey * ty[:, NEXT_SIDE] + ez * tz[:, NEXT_SIDE]
+    b = ex * np.roll(tx, -1, axis=0) + ey * np.roll(ty, -1, axis=0) + ez * np.roll(tz, -1, axis=0)
     return gamma, a, b, (px, py, z)
 
 
 def _determinant(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a[:, 0] * a[:, 1] * a[:, 2] + b[:, 0] * b[:, 1] * b[:, 2]
+    return a[0] * a[1] * a[2] + b[0] * b[1] * b[2]
 
 
 def _solve_cyclic(a: np.ndarray, b: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """G x = rhs for G = [[a0, b0, 0], [0, a1, b1], [b2, 0, a2]] row by row; NaN where singular."""
-    (a0, a1, a2), (b0, b1, b2), (r0, r1, r2) = a.T, b.T, rhs.T
+    """G x = rhs for G = [[a0, b0, 0], [0, a1, b1], [b2, 0, a2]] column by column (3, N); NaN where singular."""
+    (a0, a1, a2), (b0, b1, b2), (r0, r1, r2) = a, b, rhs
     det = _determinant(a, b)
-    scale = np.prod(np.abs(a) + np.abs(b), axis=1)
+    scale = (np.abs(a0) + np.abs(b0)) * (np.abs(a1) + np.abs(b1)) * (np.abs(a2) + np.abs(b2))
     singular = (scale == 0.0) | (np.abs(det) <= SINGULAR_DETERMINANT * scale)
     with np.errstate(invalid="ignore", divide="ignore"):
-        x = np.column_stack((
+        x = np.array((
             (r0 * a1 * a2 - b0 * (r1 * a2 - b1 * r2)) / det,
             (a0 * (r1 * a2 - b1 * r2) + r0 * b1 * b2) / det,
             (a0 * a1 * r2 + b0 * b2 * r1 - a1 * b2 * r0) / det,
         ))
-    x[singular] = np.nan
+    x[:, singular] = np.nan
     return x
 
 
+def _largest(values: np.ndarray) -> np.ndarray:
+    """Largest |value| of each column of a (3, N) array."""
+    return np.maximum(np.maximum(np.abs(values[0]), np.abs(values[1])), np.abs(values[2]))
+
+
 def _newton(kinematics: Kinematics, q: np.ndarray, guess: np.ndarray):
-    """(phi, solved, apexes (N, 3, 3)) of Newton from ``guess`` for every row, as Kinematics._newton
-    does; ``solved`` rows converged in the physical assembly mode (kinematics.is_physical_mode)."""
-    phi = guess.copy()
-    active = np.all(np.isfinite(phi), axis=1)
-    solved = np.zeros(len(q), dtype=bool)
-    apexes = np.full((len(q), 3, 3), np.nan)
+    """(phi (N, 3), solved, apexes (N, 3, 3)) of Newton from ``guess`` for every row of q (N, 6), as
+    Kinematics._newton does; ``solved`` rows converged in the physical assembly mode
+    (kinematics.is_physical_mode)."""
+    q_columns, phi = np.ascontiguousarray(q.T), np.ascontiguousarray(guess.T)
+    count = q.shape[0]
+    active = np.isfinite(phi).all(axis=0)
+    solved = np.zeros(count, dtype=bool)
+    apexes = np.full((count, 3, 3), np.nan)
     lp = kinematics.chains.platform_side
     for _ in range(MAX_NEWTON_ITERATIONS + 1):
         rows = np.flatnonzero(active)
         if not rows.size:
             break
-        gamma, a, b, (px, py, pz) = _closure(kinematics, q[rows], phi[rows])
-        done = np.max(np.abs(gamma), axis=1) / lp <= FK_TOLERANCE
+        every = rows.size == count
+        q_rows, phi_rows = (q_columns, phi) if every else (q_columns[:, rows], phi[:, rows])
+        gamma, a, b, (px, py, pz) = _closure(kinematics, q_rows, phi_rows)
+        done = _largest(gamma) / lp <= FK_TOLERANCE
         if done.any():
             finished = rows[done]
             active[finished] = False
-            angles = phi[finished]
-            solved[finished] = np.all((angles > 0.0) & (angles < math.pi), axis=1) & (_determinant(a[done], b[done]) > 0.0)
-            apexes[finished] = np.stack((px[done], py[done], pz[done]), axis=2)
+            angles = phi_rows[:, done]
+            solved[finished] = ((angles > 0.0) & (angles < math.pi)).all(axis=0) & (_determinant(a[:, done], b[:, done]) > 0.0)
+            apexes[finished] = np.stack((px[:, done].T, py[:, done].T, pz[:, done].T), axis=2)
         going = ~done
-        step = _solve_cyclic(a[going], b[going], gamma[going])
-        failed = ~np.all(np.isfinite(step), axis=1)
+        step = _solve_cyclic(a[:, going], b[:, going], gamma[:, going])
+        largest = _largest(step)
+        failed = ~np.isfinite(largest)
         active[rows[going][failed]] = False
-        largest = np.max(np.abs(step), axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             shrink = np.where(largest > MAX_NEWTON_STEP, MAX_NEWTON_STEP / largest, 1.0)
         moving = rows[going][~failed]
-        phi[moving] -= shrink[~failed, None] * step[~failed]
-    return phi, solved, apexes
+        phi[:, moving] -= shrink[~failed] * step[:, ~failed]
+    return phi.T, solved, apexes
 
 
 def _platform_pose(kinematics: Kinematics, apexes: np.ndarray) -> np.ndarray:
-    """(N, 6) xi from the apexes (N, 3, 3): ClosedChainKinematics.platform_frame and the ZYX angles."""
+    """(N, 6) xi from the apexes (N, 3 vertices, 3 coordinates): ClosedChainKinematics.platform_frame
+    and the ZYX angles."""
     chains = kinematics.chains
     p0, p1, p2 = apexes[:, 0], apexes[:, 1], apexes[:, 2]
     e21, e01 = p2 - p1, p0 - p1
@@ -276,8 +288,8 @@ def _solve_the_rest(kinematics: Kinematics, q: np.ndarray, result: BatchForwardK
             result.failures.append((int(k), failure))
             continue
         result.phi[k] = phi
-        _, _, _, (px, py, pz) = _closure(kinematics, q[k : k + 1], phi[None, :])
-        result.pose[k] = _platform_pose(kinematics, np.stack((px, py, pz), axis=2))[0]
+        _, _, _, (px, py, pz) = _closure(kinematics, q[k][:, None], phi[:, None])
+        result.pose[k] = _platform_pose(kinematics, np.stack((px.T, py.T, pz.T), axis=2))[0]
 
 
 # ------------------------------------------------------------------------------------------ dynamics

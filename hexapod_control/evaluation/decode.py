@@ -259,17 +259,22 @@ class TopicDecoder:
     """Decodes the blocks of one evaluated topic as they are read; :meth:`series` joins them."""
 
     def __init__(self, key: str, topic: str, msgtype: str, joint_names, skips: Skips, bulk: bool = True,
-                 reference_points: bool = False):
+                 replay: bool = False):
         self.key, self.topic, self.msgtype, self.skips = key, topic, msgtype, skips
-        # The references' message numbers (19 per point) only for replay: an hour of them is 0.5 GB.
-        self.columns = None if key != "reference" or reference_points else 3
+        # The references' derivatives and message numbers (31 numbers per reference) only for
+        # replay: the evaluation needs the pose alone, and an hour of them is 0.9 GB.
+        self.columns = None if key != "reference" or replay else 1
         self.convert: Callable = CONVERTERS[key](joint_names)
         self.bulk = BULK[key](joint_names) if bulk and key in BULK and msgtype in cdr.LAYOUTS else None
         self.walk = cdr.LAYOUTS.get(msgtype)
         self.layouts: list[cdr.Layout] = []
         self.shape_errors: dict[int, Optional[str]] = {}  # id(layout) -> reason its messages are skipped
-        self.parts: list[tuple[np.ndarray, Decoded]] = []  # (log ns of the decoded rows, their values)
+        # What the blocks gave, per quantity: log times, stamps, and each value column's arrays.
+        self.logs: list[np.ndarray] = []
+        self.stamps: list[np.ndarray] = []
+        self.values: list[list] = []
         self.messages = 0
+        self.decoded = 0
         self.bag_joint_names: Optional[list[str]] = None  # the names of the first joint state met
 
     def add(self, block: MessageBlock) -> None:
@@ -297,11 +302,23 @@ class TopicDecoder:
         pieces = [p for p in pieces if p.rows.size]
         if not pieces:
             return
-        rows = np.concatenate([p.rows for p in pieces])
-        order = np.argsort(rows, kind="stable")  # back to file order
-        stamps = None if pieces[0].stamp_ns is None else np.concatenate([p.stamp_ns for p in pieces])[order]
-        values = tuple(_join([p.values[m] for p in pieces], order) for m in range(len(pieces[0].values)))[: self.columns]
-        self.parts.append((block.log_ns[rows[order]], Decoded(rows[order], stamps, values)))
+        if len(pieces) == 1:  # the usual block: one layout, every message good, already in file order
+            rows, stamps, values = pieces[0].rows, pieces[0].stamp_ns, pieces[0].values
+        else:
+            rows = np.concatenate([p.rows for p in pieces])
+            order = np.argsort(rows, kind="stable")  # back to file order
+            rows = rows[order]
+            stamps = None if pieces[0].stamp_ns is None else np.concatenate([p.stamp_ns for p in pieces])[order]
+            values = tuple(_join([p.values[m] for p in pieces], order) for m in range(len(pieces[0].values)))
+        values = values[: self.columns]
+        self.logs.append(block.log_ns[rows])
+        if stamps is not None:
+            self.stamps.append(stamps)
+        if not self.values:
+            self.values = [[] for _ in values]
+        for column, value in zip(self.values, values):
+            column.append(value)
+        self.decoded += rows.size
 
     def _one_by_one(self, block: MessageBlock, rows: np.ndarray) -> Decoded:
         kept, stamps, values = [], [], []
@@ -335,18 +352,21 @@ class TopicDecoder:
         return tuple(np.zeros((0, width)) for width in widths.get(self.key, (6,)))
 
     def series(self) -> tuple[np.ndarray, Optional[np.ndarray], tuple]:
-        """(log ns, stamp ns or None, values) of every decoded message, in file order."""
-        if not self.parts:
+        """(log ns, stamp ns or None, values) of every decoded message, in file order; the blocks'
+        arrays are released column by column as they are joined (an hour holds ~1 GB of them)."""
+        if not self.logs:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), self._empty()[: self.columns]
-        logs = np.concatenate([log for log, _ in self.parts])
-        first = self.parts[0][1]
-        stamps = None if first.stamp_ns is None else np.concatenate([d.stamp_ns for _, d in self.parts])
-        values = tuple(_join([d.values[m] for _, d in self.parts], None) for m in range(len(first.values)))
+        logs = _take_joined(self.logs)
+        stamps = _take_joined(self.stamps) if self.stamps else None
+        values = tuple(_take_joined(column) for column in self.values)
         return logs, stamps, values
 
-    @property
-    def decoded(self) -> int:
-        return sum(d.rows.size for _, d in self.parts)
+
+def _take_joined(parts: list):
+    """The parts joined (arrays, or lists for diagnostics), emptying ``parts``."""
+    joined = _join(parts, None)
+    parts.clear()
+    return joined
 
 
 def _join(parts: list, order: Optional[np.ndarray]):

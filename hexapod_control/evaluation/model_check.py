@@ -9,6 +9,9 @@ the median period: a dropped message, not jitter) or runs past either end are le
 recorded forces (held between commands, as the drive holds them) go through the same filter and
 are aligned with the derivative by half a period (see ``check_model``), so a force switching
 faster than the window (a chattering loop) is compared in the same band as the motion it caused.
+The filter is the least-squares fit's coefficient row (``savgol_coefficients``) correlated with
+the samples; only points with a full window on both sides (and one more before it, for the
+half-period alignment) are evaluated, so no edge rule is needed.
 
 On the embedded simulator, whose plant is this model, the residual measures the differentiation
 only; against MuJoCo or the real robot it measures the model error (friction, inertias, ...).
@@ -18,6 +21,7 @@ The forward kinematics and the inverse dynamics run on all the grid points at on
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -56,9 +60,20 @@ def window_length(window: float, period: float, order: int) -> int:
     return samples if samples % 2 else samples + 1
 
 
-def check_model(run: RunData, parameters: HexapodParameters, settings: EvaluationSettings) -> ModelCheck:
-    from scipy.signal import savgol_filter
+def savgol_coefficients(window: int, order: int, derivative: int, delta: float) -> np.ndarray:
+    """Weights w with sum_j w_j y_{i - window//2 + j} = the ``derivative``-th derivative at sample i of the
+    polynomial of ``order`` fitted by least squares to the ``window`` samples centred on i (spacing delta)."""
+    half = window // 2
+    design = np.vander(np.arange(-half, half + 1, dtype=float), order + 1, increasing=True)
+    return np.linalg.pinv(design)[derivative] * math.factorial(derivative) / delta**derivative
 
+
+def _filtered(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(N - window + 1, 6): the filter at every sample with a full window (row i: sample i + window//2)."""
+    return np.column_stack([np.correlate(values[:, k], weights, mode="valid") for k in range(values.shape[1])])
+
+
+def check_model(run: RunData, parameters: HexapodParameters, settings: EvaluationSettings) -> ModelCheck:
     if not run.has_joint_states:
         return ModelCheck(reason="fewer than 2 joint states")
     if not run.has_forces:
@@ -69,18 +84,25 @@ def check_model(run: RunData, parameters: HexapodParameters, settings: Evaluatio
         return ModelCheck(reason="joint-state stamps do not advance")
     window = window_length(settings.derivative_window, period, settings.derivative_order)
     grid = run.joint_t[0] + period * np.arange(int(np.floor((run.joint_t[-1] - run.joint_t[0]) / period)) + 1)
-    if grid.size < window:
+    half = window // 2
+    if grid.size < window + 1:
         return ModelCheck(
             reason=f"run shorter than the {window}-sample derivative window ({settings.derivative_window:g} s)",
             window_samples=window, period=period,
         )
-    q = np.column_stack([np.interp(grid, run.joint_t, run.q[:, k]) for k in range(6)])
     qd = np.column_stack([np.interp(grid, run.joint_t, run.qd[:, k]) for k in range(6)])
-    qdd = savgol_filter(qd, window, settings.derivative_order, deriv=1, delta=period, axis=0, mode="interp")
-
-    half = window // 2
+    order = settings.derivative_order
+    qdd = _filtered(qd, savgol_coefficients(window, order, 1, period))  # row i: grid point i + half
+    # Recorded force on the grid: the latest command at or before each point (what the drive holds).
+    index = np.searchsorted(run.effort_t, grid, side="right") - 1
+    # The motion is seen through the Savitzky-Golay window, so the forces are too: the same filter
+    # (deriv 0) keeps the two sides comparable when the forces switch faster than the window (a
+    # chattering loop). The held force F_k acts over [t_k, t_k+1), and the derivative at t_k sits
+    # between F_k-1's and F_k's intervals: average the two neighbours.
+    smoothed = _filtered(run.forces[np.maximum(index, 0)], savgol_coefficients(window, order, 0, period))
     valid = np.zeros(grid.size, dtype=bool)
-    valid[half : grid.size - half] = True
+    valid[half + 1 : grid.size - half] = True  # a full window, and the point before it has one too
+    valid[1:] &= index[:-1] >= 0  # a command held at the point before
     # Leave out every grid point whose window reaches into a gap.
     gap_starts = run.joint_t[:-1][steps > GAP_FACTOR * period]
     gap_ends = run.joint_t[1:][steps > GAP_FACTOR * period]
@@ -94,31 +116,18 @@ def check_model(run: RunData, parameters: HexapodParameters, settings: Evaluatio
         np.add.at(cover, upper, -1)
         valid &= np.cumsum(cover[:-1]) == 0
     gap_points = usable - int(valid.sum())
-    # Recorded force on the grid: the latest command at or before each point (what the drive holds).
-    index = np.searchsorted(run.effort_t, grid, side="right") - 1
-    valid &= index >= 0
-    held = run.forces[np.maximum(index, 0)]
-    # The motion is seen through the Savitzky-Golay window, so the forces are too: the same filter
-    # (deriv 0) keeps the two sides comparable when the forces switch faster than the window (a
-    # chattering loop). The held force F_k acts over [t_k, t_k+1), and the derivative at t_k sits
-    # between F_k-1's and F_k's intervals: average the two neighbours.
-    smoothed = savgol_filter(held, window, settings.derivative_order, deriv=0, axis=0, mode="interp")
-    aligned = smoothed.copy()
-    aligned[1:] = 0.5 * (smoothed[1:] + smoothed[:-1])
-    valid[0] = False
-    valid[1:] &= index[:-1] >= 0
     selected = np.flatnonzero(valid)[:: settings.model_check_stride]
     if selected.size == 0:
         return ModelCheck(reason="no grid point with a full derivative window and a recorded force", window_samples=window, period=period)
 
-    q_selected = q[selected]
-    fk = batch.forward_kinematics_batch(Kinematics(parameters), q_selected)
-    predicted = batch.inverse_dynamics_batch(parameters, q_selected, fk.phi, qd[selected], qdd[selected])
+    q = np.column_stack([np.interp(grid[selected], run.joint_t, run.q[:, k]) for k in range(6)])
+    fk = batch.forward_kinematics_batch(Kinematics(parameters), q)
+    predicted = batch.inverse_dynamics_batch(parameters, q, fk.phi, qd[selected], qdd[selected - half])
+    recorded = 0.5 * (smoothed[selected - half] + smoothed[selected - half - 1])
     ok = np.all(np.isfinite(predicted), axis=1)
     failures = int(np.count_nonzero(~ok))
     if not ok.any():
         return ModelCheck(reason="the inverse dynamics failed at every grid point", failures=failures, window_samples=window, period=period)
-    recorded = aligned[selected]
     residual = recorded[ok] - predicted[ok]
     return ModelCheck(
         t=grid[selected][ok],

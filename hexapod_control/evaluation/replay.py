@@ -82,7 +82,7 @@ def replay_run(run: RunData, parameters: HexapodParameters, controller_name: str
     A fresh :class:`ControlLoop` (supervisor and controller, armed at the first valid joint state as
     the simulated stacks arm) takes, for each recorded joint state in stamp order, the references
     stamped up to it and then the joint state, exactly as the node would have. With ``latest``
-    matching and the references' message numbers loaded (``load_run(..., reference_points=True)``)
+    matching and the references' message numbers loaded (``load_run(..., replay=True)``)
     the references go in as received (message form, each once); otherwise (``interpolate``) the
     reference matched at each joint-state stamp is handed over as a trajectory sample.
     """
@@ -225,7 +225,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         folder = args.output or default_output(bag, REPLAY_SUFFIX)
         prepare_output(folder, args.force, "hexapod_replay", REPLAY_FILES)
         run = load_run(bag, args.joint_names or parameters.ros.joint_names, parse_topic_overrides(args.topic),
-                       reference_points=True)
+                       replay=True)
         result = replay_run(run, parameters, controller, matching, gain_set)
         if not result.compared.any():
             raise BagError(f"{run.label}: no replayed joint state has a recorded force command to compare with")
