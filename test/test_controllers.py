@@ -434,3 +434,22 @@ def test_damped_inverse_is_continuous_at_the_threshold():
     assert outputs[1].status == ControlStatus.NEAR_SINGULAR and not outputs[0].saturated.any()
     # 2.5e-12 N apart measured; a threshold 1e-6 higher already moves the forces by 2.5e-6 N.
     np.testing.assert_allclose(outputs[1].forces, outputs[0].forces, rtol=0, atol=1e-11)
+
+
+def test_double_loop_starts_bumplessly_from_the_hold_force():
+    """Issue 16: an empty integrator made the double loop's first command zero and the platform
+    dropped until it had learnt the load. The integrator now starts at the hold force: at rest on
+    the reference the first command is the static force, which for the Table 6.1 masses and
+    inertias at L = 0.378 m is the thesis's -4.3166 N on every actuator."""
+    thesis = load_parameters(default_parameters_path("hexapod_validation.yaml")).with_geometry(leg_length=0.378)
+    model = HexapodModel(thesis)
+    controller = make_controller("double_loop", model, gain_set=SIMULATED_PLANT)
+    controller.reset(0.0, model.home_q, np.zeros(6))
+    reference = HoldTrajectory(model.forward_kinematics(model.home_q).pose).sample(0.0)
+    output = controller.update(0.001, model.home_q, np.zeros(6), reference)
+    np.testing.assert_array_equal(np.round(output.forces, 4), [-4.3166] * 6)
+    # Elsewhere on the travel too, the first force is the gravity load there (not zero).
+    q = model.home_q + np.array([0.02, -0.01, 0.015, 0.0, -0.02, 0.01])
+    controller.reset(0.0, q, np.zeros(6))
+    output = controller.update(0.001, q, np.zeros(6), HoldTrajectory(model.forward_kinematics(q).pose).sample(0.0))
+    np.testing.assert_allclose(output.forces, model.gravity_term(q), rtol=0, atol=1e-9)

@@ -12,7 +12,8 @@ xi = (x, y, z, lambda, mu, nu) with ZYX Euler angles; xi_dot = J_A q_dot.
 
 * ``double_loop`` - resolved-rate kinematic loop (6.85) with the feed-forward xi_d_dot (erratum 9),
   nu_d = J_A^-1 (xi_d_dot + K xi_err), and a PI velocity loop per actuator,
-  tau = K_p (nu_d - q_dot) + K_i integral(nu_d - q_dot) dt, with anti-windup.
+  tau = K_p (nu_d - q_dot) + K_i integral(nu_d - q_dot) dt, with anti-windup; ``reset`` starts the
+  integral at g_bar(q) / K_i, so control takes over bumplessly from the hold force.
 * ``computed_torque`` - operational-space inverse dynamics (6.89) with the damping term of
   erratum 9: tau = M_bar J_A^-1 (xi_d_ddot + K_V (xi_d_dot - J_A q_dot) + K_P xi_err - J_A_dot q_dot)
   + C_bar q_dot + g_bar, evaluated as one inverse-dynamics call at q_ddot = J_A^-1 (...).
@@ -172,8 +173,8 @@ class OperationalSpaceController:
         q = as_vector(q, 6, "q", JOINT_NAMES)
         as_vector(qd, 6, "qd", JOINT_NAMES)
         self.kinematic_state.reset()
-        self.model.forward_kinematics(q, self.kinematic_state)  # raises ConvergenceError / AssemblyModeJumpError
-        self._reset_state()
+        fk = self.model.forward_kinematics(q, self.kinematic_state)  # raises ConvergenceError / AssemblyModeJumpError
+        self._reset_state(q, fk)
 
     def update(self, t: float, q, qd, reference: Reference) -> ControlOutput:
         """Actuator forces for the measured (q, qd) and the reference; see the module rules."""
@@ -297,7 +298,7 @@ class OperationalSpaceController:
         )
 
     # -------------------------------------------------------------- to override
-    def _reset_state(self) -> None:
+    def _reset_state(self, q, fk) -> None:
         pass
 
     def _control_law(self, q, qd, ref, fk, jac, pose_error, solve) -> np.ndarray:
@@ -330,8 +331,11 @@ class DoubleLoopController(OperationalSpaceController):
         """integral(nu_d - q_dot) dt [m] (K_i times it is the integral force)."""
         return self._integral.copy()
 
-    def _reset_state(self) -> None:
-        self._integral = np.zeros(6)
+    def _reset_state(self, q, fk) -> None:
+        # Bumpless start: the integrator starts holding the gravity load, K_i I = g_bar(q), so the
+        # first command at rest is the force that holds the platform where it is (the hold force)
+        # instead of zero, which would let it drop until the integrator had learnt the load.
+        self._integral = self.model.gravity_term(q, phi=fk.phi) / self.ki
         self._velocity_error = np.zeros(6)
         self.desired_joint_velocity = np.zeros(6)
 
