@@ -322,3 +322,17 @@ def test_conditioning_matches_independent_computations(model):
         singular_values = np.linalg.svd(difference_jacobian, compute_uv=False)
         # 6.2e-12 relative measured (the differences' error, see JACOBIAN_TOLERANCE).
         assert jacobian.jacobian_conditioning == pytest.approx(singular_values[-1] / singular_values[0], rel=2e-11)
+
+
+def test_forward_kinematics_flags_actuators_outside_their_travel():
+    """Issue 16: FK solves a q the sliders cannot reach (IK refuses such poses); it says which."""
+    model = HexapodModel.from_yaml()
+    limits = model.parameters.limits
+    inside = model.forward_kinematics(model.home_q)
+    assert inside.outside_travel == ()
+    q = np.array(model.home_q)
+    q[2] = limits.actuator_position_max + 0.01  # past the upper stop; the legs still assemble
+    q[3] = limits.actuator_position_min - 0.005
+    assert model.forward_kinematics(q).outside_travel == (3, 4)  # numbered from 1, as the thesis does
+    with pytest.raises(UnreachablePoseError):
+        model.inverse_kinematics(model.forward_kinematics(q).position, model.forward_kinematics(q).euler_zyx)

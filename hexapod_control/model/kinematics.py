@@ -211,6 +211,9 @@ class ForwardKinematicsResult:
     iterations: int  # Newton iterations used
     residual: float  # largest |  |P_j - P_i| - L_P  | [m]
     constraint_conditioning: float  # |det dgamma/dphi| / prod(row norms), 0 = singular, 1 = ideal
+    # Actuators (numbered 1..6) outside [actuator_position_min, actuator_position_max]: the chains
+    # assemble there, so FK solves it, but the sliders cannot be there (IK refuses such poses).
+    outside_travel: tuple[int, ...] = ()
 
     @property
     def pose(self) -> np.ndarray:
@@ -437,9 +440,11 @@ class Kinematics:
 
         Newton on the closure equations, warm-started from ``phi_guess`` or the caller's
         ``state``, to a closure residual <= 1e-12 m. Raises ConvergenceError when it cannot
-        converge and AssemblyModeJumpError rather than return another assembly mode.
+        converge and AssemblyModeJumpError rather than return another assembly mode. A q outside
+        the actuator travel is solved and flagged in ``outside_travel``.
         """
         solved = self.solve_passive(q, state, phi_guess)
+        low, high = self.limits.actuator_position_min, self.limits.actuator_position_max
         x_axis, y_axis, z_axis, position = self.chains.platform_frame(solved.apexes)
         return ForwardKinematicsResult(
             position=np.array(position),
@@ -449,6 +454,7 @@ class Kinematics:
             iterations=solved.iterations,
             residual=solved.residual,
             constraint_conditioning=closure_conditioning(solved.rows),
+            outside_travel=tuple(k + 1 for k, value in enumerate(q) if not low <= value <= high),
         )
 
     # ------------------------------------------------------------------ inverse kinematics

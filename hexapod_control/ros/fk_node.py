@@ -105,6 +105,8 @@ class ForwardKinematicsNode(Node):
         self.passive_publisher.publish(passive)
 
         level, message_text = self._grade(jacobian.jacobian_conditioning, fk.constraint_conditioning)
+        if fk.outside_travel and level == LEVEL_OK:
+            level, message_text = LEVEL_WARN, "actuator outside its travel"
         self.diagnostics.update(
             now,
             level,
@@ -115,6 +117,7 @@ class ForwardKinematicsNode(Node):
                 "residual": fk.residual,
                 "constraint_conditioning": fk.constraint_conditioning,
                 "jacobian_conditioning": jacobian.jacobian_conditioning,
+                "outside_travel": list(fk.outside_travel),
                 "failures": self.failures,
             },
         )
