@@ -15,6 +15,7 @@ from hexapod_control.bags import (
     RunInfo,
     cdr,
     deserialize,
+    diagnostics_cdr,
     effort_cdr,
     joint_state_cdr,
     pose_cdr,
@@ -139,7 +140,7 @@ def test_bulk_and_one_by_one_decoding_agree(tmp_path):
     """A bag with good messages, bad sizes, NaN and two joint orders: the same arrays and notes both ways."""
     path = tmp_path / "mixed"
     with BagWriter(path) as writer:
-        for key in ("reference", "joint_states", "effort_commands", "platform_pose"):
+        for key in ("reference", "joint_states", "effort_commands", "platform_pose", "diagnostics"):
             writer.add_topic(TOPICS[key], MESSAGE_TYPES[key])
         for k, t in enumerate(RUN.t):
             r = RUN.references[k]
@@ -156,8 +157,13 @@ def test_bulk_and_one_by_one_decoding_agree(tmp_path):
             forces = np.append(RUN.forces[k], 1.0) if k == 90 else RUN.forces[k]
             writer.write(TOPICS["effort_commands"], int(t * 1e9) + 1, effort_cdr(forces))
             writer.write(TOPICS["platform_pose"], int(t * 1e9), pose_cdr(t, RUN.q[k][:3], (0.0, 0.0, 0.6, 0.8)))
+            if k % 25 == 0:  # key-values of varying lengths: no fixed layout, the diagnostics' own reader
+                values = {f"key {j}": "v" * (j + k % 3) for j in range(k % 5)}
+                writer.write(TOPICS["diagnostics"], int(t * 1e9) + 2,
+                             diagnostics_cdr(t, [(k % 3, f"node {k}", f"message {k}", values), (0, "other", "", {})]))
     bulk, one_by_one = load_run(path, JOINT_NAMES, replay=True), load_run(path, JOINT_NAMES, bulk=False, replay=True)
     assert bulk.notes == one_by_one.notes and any("5 positions" in note for note in bulk.notes)
+    assert bulk.diagnostics == one_by_one.diagnostics and len(bulk.diagnostics) == 2 * len(range(0, RUN.t.size, 25))
     for name in ("joint_t", "q", "qd", "ref_t", "ref_points", "effort_t", "forces", "pose_t"):
         np.testing.assert_array_equal(getattr(bulk, name), getattr(one_by_one, name), err_msg=name)
     for name in ("ref_pose", "ref_velocity", "ref_acceleration", "pose"):  # numpy's and libm's trigonometry

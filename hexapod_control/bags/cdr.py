@@ -16,6 +16,7 @@ and sequences start with a uint32 count (strings count their terminating NUL).
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -24,6 +25,7 @@ import numpy as np
 from hexapod_control.bags.contents import MessageBlock
 
 ENCAPSULATION = 4  # bytes of the CDR encapsulation header
+_UINT32 = struct.Struct("<I")
 CDR_LITTLE_ENDIAN = 1  # its byte 1
 # New layouts a block may introduce before the rest of its messages are decoded one by one, and the
 # layouts kept for a topic: a recording has one or two (a driver that changes its joint list once);
@@ -159,6 +161,44 @@ def pose_stamped_layout(data: bytes) -> Layout:
     walker.float64s("position", 3)
     walker.float64s("orientation", 4)
     return walker.layout()
+
+
+def diagnostic_statuses(data: bytes) -> list[tuple[int, str, str]]:
+    """(level, name, message) of each status of a diagnostic_msgs/DiagnosticArray, read straight from
+    its CDR (hardware ids and key-values skipped); ValueError when the bytes do not hold one. Its
+    layout varies from message to message (the key-values), so it is read one message at a time,
+    but without building the message objects."""
+    if len(data) < ENCAPSULATION or data[1] != CDR_LITTLE_ENDIAN:
+        raise ValueError("not little-endian CDR")
+    unpack, size = _UINT32.unpack_from, len(data)
+    offset = ENCAPSULATION + 8  # header.stamp
+
+    def skip_string(at: int) -> int:
+        at += -(at - ENCAPSULATION) % 4
+        return at + 4 + unpack(data, at)[0]
+
+    def string(at: int) -> tuple[str, int]:
+        at += -(at - ENCAPSULATION) % 4
+        length = unpack(data, at)[0]
+        return data[at + 4 : at + 3 + length].decode("utf-8"), at + 4 + length
+
+    offset = skip_string(offset)  # header.frame_id
+    offset += -(offset - ENCAPSULATION) % 4
+    count, offset = unpack(data, offset)[0], offset + 4
+    statuses = []
+    for _ in range(count):
+        level = data[offset]
+        name, offset = string(offset + 1)
+        message, offset = string(offset)
+        offset = skip_string(offset)  # hardware_id
+        offset += -(offset - ENCAPSULATION) % 4
+        values, offset = unpack(data, offset)[0], offset + 4
+        for _ in range(2 * values):  # key and value strings
+            offset = skip_string(offset)
+        if offset > size:
+            raise ValueError("message shorter than its layout")
+        statuses.append((int(level), name, message))
+    return statuses
 
 
 LAYOUTS: dict[str, Callable[[bytes], Layout]] = {

@@ -12,6 +12,7 @@ their own words. Both paths give the same numbers (the tests compare them on the
 
 from __future__ import annotations
 
+import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -266,6 +267,7 @@ class TopicDecoder:
         self.columns = None if key != "reference" or replay else 1
         self.convert: Callable = CONVERTERS[key](joint_names)
         self.bulk = BULK[key](joint_names) if bulk and key in BULK and msgtype in cdr.LAYOUTS else None
+        self.own_reader = bulk and key == "diagnostics"  # bags.cdr.diagnostic_statuses, no message objects
         self.walk = cdr.LAYOUTS.get(msgtype)
         self.layouts: list[cdr.Layout] = []
         self.shape_errors: dict[int, Optional[str]] = {}  # id(layout) -> reason its messages are skipped
@@ -323,6 +325,13 @@ class TopicDecoder:
     def _one_by_one(self, block: MessageBlock, rows: np.ndarray) -> Decoded:
         kept, stamps, values = [], [], []
         for row in rows.tolist():
+            if self.own_reader:
+                try:  # no message objects for the many key-values
+                    values.append((cdr.diagnostic_statuses(block.message(row)),))
+                    kept.append(row), stamps.append(None)
+                    continue
+                except (ValueError, IndexError, struct.error, UnicodeDecodeError):
+                    pass  # the general decoder says what is wrong with it
             try:
                 message = deserialize(block.message(row), self.msgtype)
             except Exception as error:  # noqa: BLE001 - a damaged CDR buffer fails in many ways
