@@ -80,8 +80,20 @@ def prepare_output(folder: Path, force: bool, prog: str, files: Sequence[str] = 
     folder.mkdir(parents=True, exist_ok=True)
 
 
+def _shipped_settings() -> tuple[str, str, str, str]:
+    """(parameters file, steady-state start, reference matching, model-check stride) of the shipped
+    file, for the help texts; placeholders when it cannot be loaded (main() then says why)."""
+    try:
+        settings = load_parameters().recording.evaluation
+        return (str(default_parameters_path()), f"{settings.steady_state_start:g} s", settings.reference_matching,
+                str(settings.model_check_stride))
+    except HexapodError:
+        return "config/hexapod.yaml", "?", "?", "?"
+
+
 def build_parser() -> argparse.ArgumentParser:
     keys = ", ".join(EVALUATED_TOPICS)
+    shipped, steady, matching, stride = _shipped_settings()
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Evaluate recorded hexapod runs (bags of the main job, the recorder node or `ros2 bag record` on the "
@@ -99,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--label", action="append", default=[], help="run name in the report, once per bag (default: bag name)")
     parser.add_argument("--params", type=Path,
                         help="parameters YAML: model, limits, joint names, evaluation settings (default: the parameters "
-                        f"recorded in each bag, else {default_parameters_path()})")
+                        f"recorded in each bag, else {shipped})")
     parser.add_argument("--joint-names", nargs=6, metavar="NAME",
                         help="the bag's joint names of q1..q6, in that order (default: ros.joint_names of the parameters, "
                         "slider_0 .. slider_5)")
@@ -110,12 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="evaluate what a bag allows when topics are missing (default: missing data is an error)")
     parser.add_argument("--steady-state-start", type=float, metavar="S",
                         help="steady-state window start after the first reference [s] (default: "
-                        "recording.evaluation.steady_state_start, 10 s)")
+                        f"recording.evaluation.steady_state_start = {steady})")
     parser.add_argument("--reference-matching", choices=MATCHING_METHODS,
                         help="reference at each joint-state stamp: interpolate between neighbours or take the latest "
-                        "(default: recording.evaluation.reference_matching, interpolate)")
+                        f"(default: recording.evaluation.reference_matching = {matching})")
     parser.add_argument("--model-check-stride", type=int, metavar="N",
-                        help="inverse dynamics at every N-th grid point (default: recording.evaluation.model_check_stride, 5)")
+                        help=f"inverse dynamics at every N-th grid point (default: recording.evaluation.model_check_stride = {stride})")
     parser.add_argument("--no-model-check", action="store_true", help="skip the inverse-dynamics model check")
     parser.add_argument("--no-plots", action="store_true", help="report and tables without figures")
     return parser
