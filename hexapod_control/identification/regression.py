@@ -7,10 +7,11 @@ slider i, reads
 
 (see samples.py). Without the payload the sliders decouple into six 3-parameter fits; with it they
 share one column. The fit works on the normal equations, accumulated per slider, with the columns
-scaled to unit diagonal.
+scaled to unit diagonal. The force-to-motion delay (loop delay plus sensor delay) is the one, of
+0..``max_delay_steps`` periods, whose fit leaves the least robust residual.
 
-Rows used: valid grid points whose slider moves at least ``min_speed`` and whose command was not
-saturated within the filter window. Then, per round (``outlier_iterations``): fit, robust standard
+Rows used: valid grid points whose slider moves at least ``min_speed`` throughout the filter window
+and whose command was not saturated within it. Then, per round (``outlier_iterations``): fit, robust standard
 deviation of each slider's residual (1.4826 x median absolute deviation), rows beyond
 ``outlier_threshold`` of them dropped. The final fit weights each slider by 1 / (sigma_i^2 kappa_i):
 kappa_i = 1 + 2 sum rho_k is the variance inflation of the residual's autocorrelation (the filter
@@ -20,8 +21,10 @@ standard error.
 
 A parameter is reported only if its slider has ``min_samples`` rows and its interval half-width is
 within ``resolution``; else it is "not identifiable", with the reason (the rows left out and why,
-or the interval that is too wide: poor excitation). A value whose whole interval is negative is
-inconsistent with the model and not reported either.
+or the interval that is too wide: poor excitation). A value more negative than its resolution is
+inconsistent with the model and not reported either; a smaller negative one is zero within the
+resolution (the intervals are statistical: the filter's own bias, a few tenths of a percent, is
+not in them), and the overlay writes it as 0 (the payload as the platform mass it gives).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.ndimage import minimum_filter1d
 from scipy.stats import norm
 
 from hexapod_control.identification.samples import RunSamples, aligned_forces
@@ -113,7 +117,9 @@ class _Design:
         columns = [samples.acceleration, samples.velocity, samples.coulomb]
         self.columns = np.stack(columns, axis=2)  # (N, 6, 3)
         self.payload = None if samples.payload is None else np.nan_to_num(samples.payload)  # 0 where unused
-        moving = np.abs(samples.velocity) >= min_speed
+        # Moving through the whole filter window: a reversal's friction step, smeared over the window,
+        # is where the friction law and its timing are least certain.
+        moving = minimum_filter1d(np.abs(samples.velocity), size=samples.window, axis=0) >= min_speed
         base = usable[:, None] & np.ones((1, 6), dtype=bool)
         self.invalid = ~base
         self.slow = base & ~moving
@@ -221,21 +227,28 @@ def _fit_rows(designs, rows, weights_per_slider, with_payload):
 
 
 def _choose_delay(samples: RunSamples, parameters: HexapodParameters, with_payload: bool) -> _Design:
-    """The design at the delay (0..max_delay_steps) whose unweighted fit leaves the least residual."""
+    """The design at the delay (0..max_delay_steps) that leaves the least robust residual.
+
+    Per delay: a fit, the rows beyond ``outlier_threshold`` robust standard deviations dropped, a
+    refit; the score is the robust standard deviation of what is left (over the sliders, in
+    quadrature). A collision or a fault in the run then cannot pick the delay.
+    """
     settings = parameters.identification
-    best, best_rms = None, np.inf
+    best, best_score = None, np.inf
     for delay in range(settings.max_delay_steps + 1):
         design = _Design(samples, delay, settings.min_speed)
-        rows = design.candidates.astype(float)
+        rows = design.candidates
         if not rows.any():
-            if best is None:
-                best = design
+            best = best or design
             continue
-        theta, _ = _fit_rows([design], [rows], np.ones(6), with_payload)
+        theta, _ = _fit_rows([design], [rows.astype(float)], np.ones(6), with_payload)
         residual = _residuals([design], theta)[0]
-        rms = float(np.sqrt(np.sum(residual**2) / rows.sum()))
-        if rms < best_rms:
-            best, best_rms = design, rms
+        sigma = _robust_sigma([residual], [rows])
+        kept = rows & (np.abs(residual) <= settings.outlier_threshold * sigma[None, :])
+        theta, _ = _fit_rows([design], [kept.astype(float)], np.ones(6), with_payload)
+        score = float(np.sqrt(np.sum(_robust_sigma(_residuals([design], theta), [kept]) ** 2)))
+        if score < best_score:
+            best, best_score = design, score
     return best
 
 
@@ -313,7 +326,7 @@ def _classify(theta, half_widths, counts: RowCounts, parameters: HexapodParamete
                 f"poor excitation: the {settings.confidence_level:.0%} interval +-{half_width:.3g} {unit} is wider "
                 f"than the resolution {resolution:g} {unit}"
             )
-        elif value + half_width < 0.0:
+        elif value < -resolution:
             reason = f"inconsistent: {value:.4g} +- {half_width:.3g} {unit} is negative (the model does not fit these data)"
         else:
             return Estimate(name, slider, float(value), float(half_width), True)

@@ -111,7 +111,9 @@ def prepare_run(run: RunData, parameters: HexapodParameters, with_payload: bool)
     if gaps.any():
         notes.append(f"{int(gaps.sum())} gap(s) in the joint states: the grid points around them are left out")
 
-    index = np.searchsorted(run.effort_t, grid, side="right") - 1
+    # Commands carry the stamp of the joint state they answer; half a period of slack keeps float
+    # round-off in the grid (t_0 + k period against the stamps) from pairing a point with the command before.
+    index = np.searchsorted(run.effort_t, grid + 0.5 * period, side="right") - 1
     commanded = index >= 0
     held = run.forces[np.maximum(index, 0)]
     limits, tolerance = parameters.limits, parameters.recording.evaluation.saturation_tolerance

@@ -564,7 +564,9 @@ class IdentificationSettings(_Section):
 
     derivative_window: Positive = Field(description="Savitzky-Golay window of the zero-phase q_dot derivative [s]")
     derivative_order: AtLeastOne = Field(description="polynomial order of the Savitzky-Golay fit")
-    min_speed: NonNegative = Field(description="a slider slower than this is left out of its rows (stick-slip) [m/s]")
+    min_speed: NonNegative = Field(
+        description="a slider slower than this within the filter window is left out of its rows (reversals) [m/s]"
+    )
     max_delay_steps: Count = Field(description="force-to-motion delays tried, 0..this [joint-state periods]")
     outlier_threshold: Positive = Field(description="rows beyond this many robust standard deviations are outliers")
     outlier_iterations: AtLeastOne = Field(description="fit / reject rounds")
