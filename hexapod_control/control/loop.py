@@ -158,7 +158,9 @@ class ControlLoop:
         if isinstance(self.controller, DelayCompensatedController):
             self.controller.commanded(stamp, decision.forces)  # in flight, whoever decided them
         pose = None
-        if feedback is not None:
+        if decision.control is not None and np.all(np.isfinite(decision.control.pose)):
+            pose = decision.control.pose  # the controller's FK of this very state: no second solve
+        elif feedback is not None:
             try:
                 pose = self.model.forward_kinematics(feedback.q, self.pose_state).pose
             except HexapodError:
