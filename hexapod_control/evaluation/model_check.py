@@ -94,7 +94,9 @@ def check_model(run: RunData, parameters: HexapodParameters, settings: Evaluatio
     order = settings.derivative_order
     qdd = _filtered(qd, savgol_coefficients(window, order, 1, period))  # row i: grid point i + half
     # Recorded force on the grid: the latest command at or before each point (what the drive holds).
-    index = np.searchsorted(run.effort_t, grid, side="right") - 1
+    # Half a period of slack: t_0 + k period can fall a hair before the stamp it stands for
+    # (round-off over a long run), which would pair the point with the previous command.
+    index = np.searchsorted(run.effort_t, grid + 0.5 * period, side="right") - 1
     # The motion is seen through the Savitzky-Golay window, so the forces are too: the same filter
     # (deriv 0) keeps the two sides comparable when the forces switch faster than the window (a
     # chattering loop). The held force F_k acts over [t_k, t_k+1), and the derivative at t_k sits
