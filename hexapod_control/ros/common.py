@@ -18,6 +18,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Transform, Twist
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from trajectory_msgs.msg import MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
 
@@ -228,10 +229,22 @@ def run_node(factory: Callable[[], object], name: str, args: list[str] | None = 
         rclpy.try_shutdown()
 
 
-def construct(node, build: Callable[[], None]) -> None:
-    """Run a node's setup; destroy the half-built node before re-raising, so nothing leaks."""
-    try:
-        build()
-    except BaseException:
-        node.destroy_node()
-        raise
+class HexapodNode(Node):
+    """A node of the package: ``_setup(parameters)`` builds it from the ``params_file`` parameter.
+
+    A failure while building (a bad file or parameter) destroys the half-built node before the
+    error propagates, so nothing leaks; ``run_node`` then prints it as one line.
+    """
+
+    default_name = ""  # each node's NODE_NAME
+
+    def __init__(self, node_name: str | None = None, **node_options):
+        super().__init__(node_name or self.default_name, **node_options)
+        try:
+            self._setup(load_params_file(self))
+        except BaseException:
+            self.destroy_node()
+            raise
+
+    def _setup(self, parameters: HexapodParameters) -> None:
+        raise NotImplementedError

@@ -48,7 +48,6 @@ import time
 
 from rcl_interfaces.msg import ParameterDescriptor, ParameterType
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool
@@ -62,10 +61,9 @@ from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.ros.common import (
     RELIABLE_QOS,
     DiagnosticsPublisher,
-    construct,
+    HexapodNode,
     declare_choice,
     declare_flag,
-    load_params_file,
     reference_point,
     run_node,
     seconds,
@@ -75,19 +73,15 @@ from hexapod_control.ros.conventions import TOPICS, check_frame, time_from_stamp
 NODE_NAME = "hexapod_controller"
 
 
-class ControllerNode(Node):
+class ControllerNode(HexapodNode):
+    default_name = NODE_NAME
     takes_references = True  # from the reference topic (the one-process stack samples its own)
 
-    def __init__(self, node_name: str = NODE_NAME, **node_options):
-        super().__init__(node_name, **node_options)
-        construct(self, self._setup)
-
-    def _setup(self) -> None:
+    def _setup(self, parameters) -> None:
         use_sim_time = self.get_parameter("use_sim_time").value
         self.set_descriptor("use_sim_time", ParameterDescriptor(
             type=ParameterType.PARAMETER_BOOL, description="run on /clock; fixed at start (the watchdog's clock)",
             read_only=True))
-        parameters = load_params_file(self)
         self.names = parameters.ros
         self.controller_name = declare_choice(self, "controller", "double_loop", CONTROLLER_NAMES, "control law")
         arm_on_start = declare_flag(self, "arm_on_start", False, "arm at the first valid joint state")

@@ -23,11 +23,10 @@ from __future__ import annotations
 import math
 
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
-from hexapod_control.ros.common import RELIABLE_QOS, construct, load_params_file, run_node
+from hexapod_control.ros.common import RELIABLE_QOS, HexapodNode, run_node
 from hexapod_control.ros.conventions import TOPICS, joint_state_arrays
 from hexapod_control.simulation.description_joints import DescriptionJoints
 
@@ -49,13 +48,10 @@ def declare_rate(node) -> float:
     return float(value)
 
 
-class DescriptionJointStateNode(Node):
-    def __init__(self, node_name: str = NODE_NAME, **node_options):
-        super().__init__(node_name, **node_options)
-        construct(self, self._setup)
+class DescriptionJointStateNode(HexapodNode):
+    default_name = NODE_NAME
 
-    def _setup(self) -> None:
-        parameters = load_params_file(self)
+    def _setup(self, parameters) -> None:
         # Whole nanoseconds, as stamps are: a rate equal to the input's then keeps every message.
         self.period_ns = round(1e9 / declare_rate(self))
         self.slider_names = parameters.ros.joint_names

@@ -72,7 +72,6 @@ from collections import deque
 
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
@@ -85,8 +84,7 @@ from hexapod_control.ros.common import (
     LEVEL_WARN,
     RELIABLE_QOS,
     DiagnosticsPublisher,
-    construct,
-    load_params_file,
+    HexapodNode,
     run_node,
 )
 from hexapod_control.ros.conventions import TOPICS, effort_array
@@ -275,14 +273,11 @@ class TickSchedule:
 
 
 # ------------------------------------------------------------------------------------------ node
-class FakeDriverNode(Node):
-    def __init__(self, node_name: str = NODE_NAME, **node_options):
-        super().__init__(node_name, **node_options)
-        self._thread: threading.Thread | None = None
-        construct(self, self._setup)
+class FakeDriverNode(HexapodNode):
+    default_name = NODE_NAME
 
-    def _setup(self) -> None:
-        parameters: HexapodParameters = load_params_file(self)
+    def _setup(self, parameters: HexapodParameters) -> None:
+        self._thread: threading.Thread | None = None
         self.joint_names = list(parameters.ros.joint_names)
         self.rate = declare_positive(self, "rate", parameters.simulation.rate, "loop rate [Hz]; must divide simulation.rate")
         self.steps_per_tick = steps_per_tick(parameters.simulation.rate, self.rate, parameters.source)

@@ -17,7 +17,6 @@ where they switch to damped least squares, ERROR where they stop.
 from __future__ import annotations
 
 from geometry_msgs.msg import PoseStamped, TwistStamped
-from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 from hexapod_control.errors import HexapodError, InvalidInputError
@@ -32,8 +31,7 @@ from hexapod_control.ros.common import (
     LEVEL_WARN,
     RELIABLE_QOS,
     DiagnosticsPublisher,
-    construct,
-    load_params_file,
+    HexapodNode,
     run_node,
     seconds,
 )
@@ -46,13 +44,10 @@ from hexapod_control.ros.conventions import (
 NODE_NAME = "hexapod_forward_kinematics"
 
 
-class ForwardKinematicsNode(Node):
-    def __init__(self, node_name: str = NODE_NAME, **node_options):
-        super().__init__(node_name, **node_options)
-        construct(self, self._setup)
+class ForwardKinematicsNode(HexapodNode):
+    default_name = NODE_NAME
 
-    def _setup(self) -> None:
-        parameters = load_params_file(self)
+    def _setup(self, parameters) -> None:
         self.names = parameters.ros
         self.model = HexapodModel(parameters)  # builds the compiled dynamics (J_A) before the first message
         self.kinematic_state = self.model.create_state()

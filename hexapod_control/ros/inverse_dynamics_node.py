@@ -24,7 +24,6 @@ inverse dynamics per state, and one inverse kinematics per reference.
 
 from __future__ import annotations
 
-from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import MultiDOFJointTrajectory
@@ -36,8 +35,7 @@ from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.ros.common import (
     RELIABLE_QOS,
     DiagnosticsPublisher,
-    construct,
-    load_params_file,
+    HexapodNode,
     reference_point,
     run_node,
     seconds,
@@ -54,13 +52,10 @@ from hexapod_control.ros.conventions import (
 NODE_NAME = "hexapod_inverse_dynamics"
 
 
-class InverseDynamicsNode(Node):
-    def __init__(self, node_name: str = NODE_NAME, **node_options):
-        super().__init__(node_name, **node_options)
-        construct(self, self._setup)
+class InverseDynamicsNode(HexapodNode):
+    default_name = NODE_NAME
 
-    def _setup(self) -> None:
-        parameters = load_params_file(self)
+    def _setup(self, parameters) -> None:
         self.names = parameters.ros
         self.monitor = ForceResidualMonitor(HexapodModel(parameters))
         self.ignored = 0  # malformed messages

@@ -56,13 +56,11 @@ DEFAULT_PUBLISH_RATE_HZ = 50.0  # decimated outputs: enough for RViz and plots, 
 
 
 class RobotStackNode(ControllerNode):
+    default_name = NODE_NAME
     takes_references = False  # the trajectory is sampled here, at each joint state's stamp
 
-    def __init__(self, node_name: str = NODE_NAME, **node_options):
-        super().__init__(node_name, **node_options)
-
-    def _setup(self) -> None:
-        super()._setup()
+    def _setup(self, parameters) -> None:
+        super()._setup(parameters)
         trajectory = declare_choice(self, "trajectory", "operational_space", TRAJECTORY_CHOICES, "run by ~/start")
         self._autostart = declare_flag(self, "autostart", False,
                                        "run the trajectory at once; the robot must be at its start") and trajectory != "hold"

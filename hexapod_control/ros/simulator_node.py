@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import numpy as np
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from rosgraph_msgs.msg import Clock as ClockMessage
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -46,9 +45,8 @@ from hexapod_control.ros.common import (
     LEVEL_OK,
     RELIABLE_QOS,
     DiagnosticsPublisher,
-    construct,
+    HexapodNode,
     declare_choice,
-    load_params_file,
     run_node,
     set_time,
 )
@@ -63,13 +61,10 @@ STEPPING_MODES = ("lockstep", "realtime", "external")  # external: the owner cal
 LOCKSTEP_RESEND_PERIOD_S = 0.5
 
 
-class SimulatorNode(Node):
-    def __init__(self, node_name: str = NODE_NAME, **node_options):
-        super().__init__(node_name, **node_options)
-        construct(self, self._setup)
+class SimulatorNode(HexapodNode):
+    default_name = NODE_NAME
 
-    def _setup(self) -> None:
-        parameters = load_params_file(self)
+    def _setup(self, parameters) -> None:
         self.names = parameters.ros
         self.backend = declare_choice(self, "backend", "embedded", BACKENDS, "simulated plant")
         self.stepping = declare_choice(self, "stepping", "lockstep", STEPPING_MODES, "how the plant time advances")

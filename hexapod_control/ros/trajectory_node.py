@@ -23,7 +23,6 @@ before one arrives (the controller then holds by itself). A trajectory that fail
 from __future__ import annotations
 
 from geometry_msgs.msg import PoseStamped
-from rclpy.node import Node
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
@@ -32,10 +31,9 @@ from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.ros.common import (
     RELIABLE_QOS,
-    construct,
+    HexapodNode,
     declare_choice,
     declare_flag,
-    load_params_file,
     pose_vector,
     reference_message,
     run_node,
@@ -50,15 +48,11 @@ from hexapod_control.ros.conventions import (
 NODE_NAME = "hexapod_trajectory"
 
 
-class TrajectoryNode(Node):
+class TrajectoryNode(HexapodNode):
+    default_name = NODE_NAME
     """A shell around :class:`hexapod_control.control.trajectory_player.TrajectoryPlayer`."""
 
-    def __init__(self, node_name: str = NODE_NAME, **node_options):
-        super().__init__(node_name, **node_options)
-        construct(self, self._setup)
-
-    def _setup(self) -> None:
-        parameters = load_params_file(self)
+    def _setup(self, parameters) -> None:
         self.names = parameters.ros
         trajectory_name = declare_choice(
             self, "trajectory", "operational_space", TRAJECTORY_CHOICES, "trajectory run by ~/start (or autostart)"
