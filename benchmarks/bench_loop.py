@@ -3,8 +3,11 @@
     python benchmarks/bench_loop.py [--seconds 60] [--controllers double_loop computed_torque]
 
 For each controller: the fake driver (its own wall-clock loop at ``simulation.rate``) and the robot
-stack (armed at the first joint state, the 6.5 trajectory from its first joint state) run as two
-processes over DDS on loopback, and a third process listens. It prints:
+stack run as two processes over DDS on loopback, and a third process listens. Before any command
+the driver applies zero force, so the platform sinks onto its stops (the driver gets the travel
+limit ``STOP_M``: the shipped 0.40 m lies beyond the model's straight-leg collapse); the listener
+then arms the stack (``~/arm``) and starts the 6.5 trajectory (``~/start``: a smooth move from the
+stops to its start, then the trajectory), as an operator would. It prints:
 
 * joint states answered: commands received / joint states published over the run (the stack
   answers each new joint state once);
@@ -23,6 +26,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -33,6 +37,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 STARTUP_TIMEOUT_S = 120.0  # a cold machine compiles the C code on first use
+STOP_M = 0.30  # [m] the driver's upper travel limit, where the unpowered platform comes to rest
+REST_SPEED_M_S = 1e-6  # the platform rests on its stops when every slider is slower than this
 LATE_BUCKETS = 10  # the histogram's last bucket holds every command this many periods late or more
 
 
@@ -48,15 +54,18 @@ def run(controller: str, seconds: float) -> dict:
     from rclpy.node import Node
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
+    from std_srvs.srv import SetBool, Trigger
     from trajectory_msgs.msg import MultiDOFJointTrajectory
 
     from hexapod_control.model.parameters import load_parameters
     from hexapod_control.ros.conventions import TOPICS, time_from_stamp
 
     period = 1.0 / load_parameters().simulation.rate
+    overlay = Path(tempfile.mkdtemp()) / "driver.yaml"
+    overlay.write_text(f"extends: {REPO / 'config' / 'hexapod.yaml'}\nhexapod:\n  limits:\n    actuator_position_max: {STOP_M}\n")
     stack = subprocess.Popen(
         [sys.executable, "-m", "hexapod_control.ros.robot_stack", "--ros-args", "-p", f"controller:={controller}",
-         "-p", "gain_set:=simulated_plant", "-p", "arm_on_start:=true", "-p", "autostart:=true"],
+         "-p", "gain_set:=simulated_plant"],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     driver = None
     rclpy.init()
@@ -67,8 +76,11 @@ def run(controller: str, seconds: float) -> dict:
     references: dict[float, np.ndarray] = {}
     faults = {"faults": 0, "stack_states": Counter()}
 
+    speeds = [float("inf")]
+
     def on_state(message):
         stamps.append(time_from_stamp(message.header.stamp))
+        speeds[0] = max(abs(v) for v in message.velocity)
 
     def on_command(_message):
         if stamps:
@@ -87,6 +99,8 @@ def run(controller: str, seconds: float) -> dict:
             if status.name.startswith("hexapod_robot_stack"):
                 values = {kv.key: kv.value for kv in status.values}
                 faults["faults"] = max(faults["faults"], int(values.get("faults", 0)))
+                if status.level != b"\x00":
+                    faults["last_problem"] = status.message
                 faults["stack_states"][values.get("state", "?")] += 1
 
     node.create_subscription(JointState, TOPICS["joint_states"], on_state, 100)
@@ -100,12 +114,21 @@ def run(controller: str, seconds: float) -> dict:
             if time.monotonic() > deadline or stack.poll() is not None:
                 raise RuntimeError(f"the robot stack did not come up: {stack.stderr.read()[-2000:] if stack.poll() is not None else 'timeout'}")
             rclpy.spin_once(node, timeout_sec=0.1)
-        driver = subprocess.Popen([sys.executable, "-m", "hexapod_control.ros.fake_driver"], cwd=REPO,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        while not latencies:
+        driver = subprocess.Popen([sys.executable, "-m", "hexapod_control.ros.fake_driver", "--ros-args", "-p",
+                                   f"params_file:={overlay}"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while not (latencies and speeds[0] < REST_SPEED_M_S):
             if time.monotonic() > deadline:
-                raise RuntimeError("no command answered a joint state")
+                raise RuntimeError("no command answered a joint state, or the platform never came to rest")
             rclpy.spin_once(node, timeout_sec=0.1)
+        for service, request in (("arm", SetBool.Request(data=True)), ("start", Trigger.Request())):
+            client = node.create_client(SetBool if service == "arm" else Trigger, f"/hexapod_robot_stack/{service}")
+            client.wait_for_service(timeout_sec=STARTUP_TIMEOUT_S)
+            future = client.call_async(request)
+            rclpy.spin_until_future_complete(node, future, timeout_sec=STARTUP_TIMEOUT_S)
+            if not (future.done() and future.result().success):
+                # The loop's timing is still measured; the report says why nothing tracks.
+                faults["last_problem"] = f"~/{service} refused: {future.result().message if future.done() else 'no answer'}"
+                break
         load_before = os.getloadavg()[0]
         stamps.clear(), latencies.clear(), poses.clear(), references.clear()
         cpu_start = {name: cpu_seconds(p.pid) for name, p in (("stack", stack), ("driver", driver))}
@@ -134,7 +157,7 @@ def run(controller: str, seconds: float) -> dict:
     return {
         "controller": controller, "states": states, "commands": commands,
         "answered": commands / max(states, 1), "latency": latency, "late": late, "cpu": cpu,
-        "faults": faults["faults"], "tracking_rms": float(np.sqrt(np.mean(errors**2))), "tracking_max": float(np.max(errors)),
+        "faults": faults["faults"], "problem": faults.get("last_problem", ""), "tracking_rms": float(np.sqrt(np.mean(errors**2))), "tracking_max": float(np.max(errors)),
         "samples": len(common), "load": (load_before, os.getloadavg()[0]), "listener_rate": states / wall,
     }
 
@@ -154,7 +177,7 @@ def main() -> None:
         print(f"latency stamp -> command [ms]: median {np.median(lat):.3f}, p99 {np.percentile(lat, 99):.3f}, max {np.max(lat):.3f}")
         print("periods late (1 = applied at the next tick): "
               + ", ".join(f"{k}{'+' if k == LATE_BUCKETS else ''}: {v}" for k, v in sorted(r["late"].items())))
-        print(f"faults (watchdog trips included): {r['faults']}")
+        print(f"faults (watchdog trips included): {r['faults']}" + (f"; last problem: {r['problem']}" if r["problem"] else ""))
         print("CPU per process [fraction of a core]: " + ", ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items()))
         print(f"tracking over {r['samples']} decimated samples: position error RMS {r['tracking_rms'] * 1e3:.4f} mm, "
               f"max {r['tracking_max'] * 1e3:.4f} mm")
