@@ -52,6 +52,14 @@ class Driver:
         node.create_subscription(PoseStamped, TOPICS["platform_pose"], self.poses.append, RELIABLE_QOS)
         node.create_subscription(MultiDOFJointTrajectory, TOPICS["reference"], self.references.append, RELIABLE_QOS)
 
+    def step(self, executor):
+        """One lockstep period: publish the state, wait for its command, apply it, step the plant."""
+        answered = len(self.commands)
+        self.publish()
+        spin_until(executor, lambda: len(self.commands) > answered, DELIVERY_TIMEOUT_S, "the command")
+        self.plant.apply_forces(self.commands[-1].data)
+        self.plant.step()
+
     def publish(self, stamp=None):
         stamp = self.plant.time if stamp is None else stamp
         clock = Clock()
@@ -77,11 +85,7 @@ def test_the_stack_tracks_in_one_process_and_publishes_decimated(context, execut
                and node.command_publisher.get_subscription_count() >= 1, DISCOVERY_TIMEOUT_S, "discovery")
     steps = round(DURATION_S / plant.dt)
     for _ in range(steps):
-        answered = len(driver.commands)
-        driver.publish()
-        spin_until(executor, lambda: len(driver.commands) > answered, DELIVERY_TIMEOUT_S, "the command")
-        plant.apply_forces(driver.commands[-1].data)
-        plant.step()
+        driver.step(executor)
     spin_until(executor, lambda: len(driver.poses) >= 2 and len(driver.references) >= 2, DELIVERY_TIMEOUT_S, "outputs")
     assert node.supervisor.state.value == "armed"
     assert len(driver.commands) == steps  # every joint state answered once
@@ -127,11 +131,7 @@ def test_disarmed_stack_answers_zero_and_arms_by_service(context, executor):
     # the forces settle on the model's static forces.
     start = plant.joint_positions()
     for _ in range(HOLD_STEPS):
-        answered = len(driver.commands)
-        driver.publish()
-        spin_until(executor, lambda: len(driver.commands) > answered, DELIVERY_TIMEOUT_S, "the command")
-        plant.apply_forces(driver.commands[-1].data)
-        plant.step()
+        driver.step(executor)
     assert np.max(np.abs(plant.joint_positions() - start)) < HOLD_DRIFT_BOUND_M
     static = HexapodModel(PARAMETERS).gravity_term(plant.joint_positions())
     np.testing.assert_allclose(driver.commands[-1].data, static, rtol=0, atol=HOLD_FORCE_TOLERANCE_N)

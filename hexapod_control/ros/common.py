@@ -145,6 +145,17 @@ def pose_vector(message) -> np.ndarray:
     return np.array([p.x, p.y, p.z, *euler_from_message_quaternion(o.x, o.y, o.z, o.w)])
 
 
+def answer_change(node, response, change: Callable[[], str], failure: str):
+    """Fill a Trigger response from a trajectory change (its description), logging the outcome."""
+    try:
+        response.message, response.success = change(), True
+        node.get_logger().info(f"reference: {response.message}")
+    except (HexapodError, ValueError) as error:
+        response.success, response.message = False, f"{failure}: {error}"
+        node.get_logger().error(response.message)
+    return response
+
+
 # ------------------------------------------------------------------------------------------ diagnostics
 def _text(value) -> str:
     if isinstance(value, (list, tuple, np.ndarray)):

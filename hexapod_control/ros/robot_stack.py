@@ -40,6 +40,7 @@ from hexapod_control.errors import HexapodError, InvalidInputError, ParameterErr
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
 from hexapod_control.ros.common import (
     RELIABLE_QOS,
+    answer_change,
     declare_choice,
     declare_flag,
     pose_vector,
@@ -114,10 +115,11 @@ class RobotStackNode(ControllerNode):
 
     # -------------------------------------------------------------- changes
     def _on_start(self, request, response):
-        return self._change(response, self.player.start, f"cannot start {self.player.trajectory_name}")
+        return answer_change(self, response, lambda: self.player.start(self._latest_stamp()),
+                             f"cannot start {self.player.trajectory_name}")
 
     def _on_stop(self, request, response):
-        return self._change(response, self.player.stop, "cannot stop")
+        return answer_change(self, response, lambda: self.player.stop(self._latest_stamp()), "cannot stop")
 
     def _on_goal_pose(self, message: PoseStamped) -> None:
         try:
@@ -125,15 +127,6 @@ class RobotStackNode(ControllerNode):
             self.get_logger().info(f"reference: {self.player.move_to(pose_vector(message), self._latest_stamp())}")
         except (HexapodError, ValueError) as error:
             self.get_logger().error(f"goal pose rejected: {error}")
-
-    def _change(self, response, change, failure: str):
-        try:
-            response.message, response.success = change(self._latest_stamp()), True
-            self.get_logger().info(f"reference: {response.message}")
-        except (HexapodError, ValueError) as error:
-            response.success, response.message = False, f"{failure}: {error}"
-            self.get_logger().error(response.message)
-        return response
 
     def _latest_stamp(self) -> float:
         """The player runs on joint-state stamps: a change starts at the latest one taken."""

@@ -32,6 +32,7 @@ from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.ros.common import (
     RELIABLE_QOS,
     HexapodNode,
+    answer_change,
     declare_choice,
     declare_flag,
     pose_vector,
@@ -99,20 +100,11 @@ class TrajectoryNode(HexapodNode):
         self.get_logger().info(f"reference: {description}")
 
     def _on_start(self, request, response):
-        return self._answer(response, self.player.start, f"cannot start {self.player.trajectory_name}")
+        return answer_change(self, response, lambda: self.player.start(seconds(self)),
+                             f"cannot start {self.player.trajectory_name}")
 
     def _on_stop(self, request, response):
-        return self._answer(response, self.player.stop, "cannot stop")
-
-    def _answer(self, response, change, failure: str):
-        try:
-            response.message = change(seconds(self))
-            response.success = True
-            self.get_logger().info(f"reference: {response.message}")
-        except (HexapodError, ValueError) as error:
-            response.success, response.message = False, f"{failure}: {error}"
-            self.get_logger().error(response.message)
-        return response
+        return answer_change(self, response, lambda: self.player.stop(seconds(self)), "cannot stop")
 
     def _publish(self) -> None:
         now = seconds(self)
