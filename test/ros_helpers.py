@@ -3,6 +3,10 @@
 The `context` and `executor` fixtures (a fresh rclpy Context per test) are in conftest.py.
 """
 
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -19,3 +23,30 @@ def spin_until(executor, condition, timeout_s, what):
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
         executor.spin_once(timeout_sec=SPIN_STEP_S)
+
+
+class NodeProcess:
+    """An executable of the package in its own process, its output in a file for failure messages."""
+
+    def __init__(self, module, log_path, *ros_arguments):
+        self.log_path = log_path
+        self._log = open(log_path, "w")
+        arguments = [item for name, value in ros_arguments for item in ("-p", f"{name}:={value}")]
+        self.process = subprocess.Popen([sys.executable, "-m", module, "--ros-args", *arguments],
+                                        stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy())
+
+    def output(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text()[-3000:]
+
+    def stop(self) -> int:
+        """Ctrl-C (a kill if it does not exit in time); the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=DELIVERY_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+        return self.process.returncode

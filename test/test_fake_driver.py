@@ -19,7 +19,7 @@ import yaml
 
 rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, SPIN_STEP_S
+from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, SPIN_STEP_S, NodeProcess
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
@@ -160,34 +160,6 @@ def test_a_platform_sinking_past_the_end_of_the_model_freezes_at_rest():
 
 
 # ------------------------------------------------------------------------------------------ over DDS
-class DriverProcess:
-    """The driver executable in its own process, its output in a file for failure messages."""
-
-    def __init__(self, params_file, log_path):
-        self.log_path = log_path
-        self._log = open(log_path, "w")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "hexapod_control.ros.fake_driver", "--ros-args",
-             "-p", f"params_file:={params_file}", "-p", f"command_timeout:={TIMEOUT}"],
-            stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy(),
-        )
-
-    def output(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text()[-3000:]
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=DELIVERY_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
-        return self.process.returncode
-
-
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fake_driver")
@@ -195,7 +167,8 @@ def driver(tmp_path_factory):
     document["hexapod"]["limits"]["actuator_position_max"] = STOP
     params_file = folder / "stops.yaml"
     params_file.write_text(yaml.safe_dump(document))
-    process = DriverProcess(params_file, folder / "driver.log")
+    process = NodeProcess("hexapod_control.ros.fake_driver", folder / "driver.log", ("params_file", params_file),
+                          ("command_timeout", TIMEOUT))
     yield process
     code = process.stop()
     assert code == 0, f"the driver exited with {code} on SIGINT:\n{process.output()}"

@@ -20,7 +20,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from rcl_interfaces.srv import SetParameters
 from rclpy.parameter import Parameter
-from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, spin_until
+from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, NodeProcess, spin_until
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -469,31 +469,6 @@ LATENESS_ALLOWANCE_S = 0.015  # a driver tick measured up to 6 ms late with thre
 HELD_STATES = 20  # states under the controller's force before the kill
 
 
-class Process:
-    """An executable of the package in its own process, its output in a file for failure messages."""
-
-    def __init__(self, module, log_path, *ros_arguments):
-        self.log_path = log_path
-        self._log = open(log_path, "w")
-        arguments = [item for name, value in ros_arguments for item in ("-p", f"{name}:={value}")]
-        self.process = subprocess.Popen([sys.executable, "-m", module, "--ros-args", *arguments],
-                                        stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy())
-
-    def output(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text()[-3000:]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=DELIVERY_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
-
-
 def test_killing_the_controller_process_zeroes_the_force_at_the_driver_within_its_timeout(context, executor, tmp_path):
     """Nothing below the node decides: the drive side's command timeout does (item 8)."""
     def edit(hexapod):
@@ -505,7 +480,7 @@ def test_killing_the_controller_process_zeroes_the_force_at_the_driver_within_it
     executor.add_node(listener)
     listener.create_subscription(JointState, TOPICS["joint_states"], lambda m: states.append(
         (time_from_stamp(m.header.stamp), tuple(m.position), tuple(m.effort))), RELIABLE_QOS)
-    driver = Process("hexapod_control.ros.fake_driver", tmp_path / "driver.log", ("params_file", params_file),
+    driver = NodeProcess("hexapod_control.ros.fake_driver", tmp_path / "driver.log", ("params_file", params_file),
                      ("rate", DRIVER_RATE), ("command_timeout", DRIVER_COMMAND_TIMEOUT))
     controller = None
     try:
@@ -518,7 +493,7 @@ def test_killing_the_controller_process_zeroes_the_force_at_the_driver_within_it
 
         # The platform rests on its stops before the controller arms at its first joint state.
         wait(lambda: states and states[-1][1] == (DRIVER_STOP,) * 6, "the platform on the driver's stops")
-        controller = Process("hexapod_control.ros.controller_node", tmp_path / "controller.log", ("params_file", params_file),
+        controller = NodeProcess("hexapod_control.ros.controller_node", tmp_path / "controller.log", ("params_file", params_file),
                              ("controller", "computed_torque"), ("arm_on_start", True))
         wait(lambda: any(all(e != 0.0 for e in state[2]) for state in states[-5:]), "the controller's force at the driver")
         held = len(states)
