@@ -30,7 +30,6 @@ from __future__ import annotations
 import collections
 import ctypes
 import math
-import os
 import re
 import struct
 import threading
@@ -110,15 +109,7 @@ def cycle_library(choice: str | None = None) -> CycleLibrary | None:
     developer fallback, or the Python code with one warning); ``c`` requires the library.
     Memoised per choice.
     """
-    if choice is None:
-        choice = os.environ.get(CYCLE_VARIABLE, "")
-    choice = choice.strip().lower() or "auto"
-    if choice not in CHOICES:
-        raise ValueError(f"{CYCLE_VARIABLE}={choice!r}: expected one of {', '.join(CHOICES)}")
-    with _libraries_lock:
-        if choice not in _libraries:
-            _libraries[choice] = _load(choice)
-        return _libraries[choice]
+    return compiled.memoised_choice(choice, CYCLE_VARIABLE, CHOICES, _libraries, _libraries_lock, _load)
 
 
 def _load(choice: str) -> CycleLibrary | None:

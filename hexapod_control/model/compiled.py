@@ -389,20 +389,28 @@ def backend_name(terms) -> str:
     return getattr(terms, "BACKEND", "python")
 
 
+def memoised_choice(choice: str | None, variable: str, choices: Sequence[str], cache: dict, lock, load):
+    """``load(choice)`` for ``choice`` or ``$variable`` (default "auto"), once per choice and process.
+
+    ValueError names the variable when the choice is not one of ``choices``.
+    """
+    if choice is None:
+        choice = os.environ.get(variable, "")
+    choice = choice.strip().lower() or "auto"
+    if choice not in choices:
+        raise ValueError(f"{variable}={choice!r}: expected one of {', '.join(choices)}")
+    with lock:
+        if choice not in cache:
+            cache[choice] = load(choice)
+        return cache[choice]
+
+
 def select_backend(choice: str | None = None) -> types.ModuleType:
     """The generated terms to use: ``choice`` or ``$HEXAPOD_DYNAMICS_BACKEND`` (auto|python|c).
 
     Memoised per choice, so a process compiles/loads at most once and warns at most once.
     """
-    if choice is None:
-        choice = os.environ.get(BACKEND_VARIABLE, "")
-    choice = choice.strip().lower() or "auto"
-    if choice not in BACKENDS:
-        raise ValueError(f"{BACKEND_VARIABLE}={choice!r}: expected one of {', '.join(BACKENDS)}")
-    with _select_lock:
-        if choice not in _selected:
-            _selected[choice] = _select(choice)
-        return _selected[choice]
+    return memoised_choice(choice, BACKEND_VARIABLE, BACKENDS, _selected, _select_lock, _select)
 
 
 def _select(choice: str) -> types.ModuleType:
