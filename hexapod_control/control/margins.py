@@ -16,7 +16,8 @@ sampled at the control period T:
   velocity loop with its integrator), from the controller's parameters;
 * compensation: the law acts on the predicted state x^ = Phi_p^d x + sum Phi_p^(d-1-j) Gamma_p
   u_(k-d+j), Phi_p, Gamma_p one semi-implicit Euler step of the controller's linearised model per
-  period, as control/delay_compensation.py integrates it, with the reference carried d T ahead
+  period (the drives' friction taken implicitly), as control/delay_compensation.py integrates it,
+  with the reference carried d T ahead
   by its derivatives; the delay is taken as known (the estimator has found it).
 
 Stable means every eigenvalue of the closed loop inside the unit circle. The largest stable delay
@@ -72,10 +73,17 @@ class Plant:
         return sampled[:2 * N, :2 * N], sampled[:2 * N, 2 * N:]
 
     def semi_implicit_euler(self, period: float) -> tuple[np.ndarray, np.ndarray]:
-        """(Phi_p, Gamma_p) of the predictor's step: q_d+ = q_d + T q_dd, q+ = q + T q_d+."""
-        velocity = np.hstack((period * self.a_q, np.eye(N) + period * self.a_v))
+        """(Phi_p, Gamma_p) of the predictor's step: q_d+ = q_d + T q_dd, q+ = q + T q_d+.
+
+        The velocity terms are taken implicitly, q_dd = (I - T A_v)^-1 (A_q q + A_v q_d + B u): at
+        rest A_v is the drives' friction slope alone (C_bar q_d is quadratic), which
+        delay_compensation.py integrates implicitly, (M_bar + T D) q_dd = tau - ...; A_v = 0 without drives.
+        """
+        implicit = np.linalg.inv(np.eye(N) - period * self.a_v)
+        velocity = np.hstack((period * implicit @ self.a_q, np.eye(N) + period * implicit @ self.a_v))
         position = np.hstack((np.eye(N), np.zeros((N, N)))) + period * velocity
-        return np.vstack((position, velocity)), np.vstack((period * period * self.b, period * self.b))
+        b = implicit @ self.b
+        return np.vstack((position, velocity)), np.vstack((period * period * b, period * b))
 
 
 def central_difference(function, steps) -> np.ndarray:
