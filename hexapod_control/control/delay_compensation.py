@@ -53,15 +53,13 @@ from collections import deque
 
 import numpy as np
 
+from hexapod_control.control.stamp_period import StampPeriod
 from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import HexapodError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import DelayCompensationSettings
 from hexapod_control.model.rotations import wrap_angle
 
-# Joint-state spacings the period estimate is the median of: a dropped state (a 2 h gap) or a
-# late one moves the median not at all.
-PERIOD_WINDOW = 15
 # A command acts from its stamp + d h; stamps within half a period count as the same instant.
 STAMP_TOLERANCE = 0.5  # [periods]
 
@@ -122,8 +120,7 @@ class DelayCompensatedController:
         longest = max(self.delay_periods, estimator.max_periods if estimator else 0)
         # The commands of the longest delay in flight, the one acting before them and the new one.
         self._sent: deque[tuple[float, np.ndarray]] = deque(maxlen=longest + 2)
-        self._spacings: deque[float] = deque(maxlen=PERIOD_WINDOW)
-        self._last_stamp: float | None = None
+        self._stamps = StampPeriod()
         self._last_measurement: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None  # t, q, q_d, phi
         self.prediction: tuple[np.ndarray, np.ndarray] | None = None  # (q, q_d) of the last update
 
@@ -192,10 +189,8 @@ class DelayCompensatedController:
     # -------------------------------------------------------------- prediction
     def _period(self, t: float) -> float:
         """The median spacing of the recent joint-state stamps (the nominal period before two)."""
-        if self._last_stamp is not None and t > self._last_stamp:
-            self._spacings.append(t - self._last_stamp)
-        self._last_stamp = t
-        return float(np.median(self._spacings)) if self._spacings else self.nominal_period
+        self._stamps.add(t)
+        return self._stamps.median(self.nominal_period)
 
     def _in_flight(self, t: float, period: float, delay_periods: int) -> np.ndarray:
         """The command acting at time t: the last one sent at or before t - d h (zero before any)."""

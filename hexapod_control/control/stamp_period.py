@@ -1,0 +1,45 @@
+"""The period of a stream of stamps: the median spacing of the recent ones.
+
+Shared by the delay compensation (the horizon of its prediction) and the safety supervisor (the
+joint-state rate it checks at arming and while armed). A dropped state (one spacing of two
+periods) or a late one moves the median not at all.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+# Stamp spacings the median is taken over.
+WINDOW = 15
+
+
+class StampPeriod:
+    """The median spacing of the last ``WINDOW`` increasing stamps (a stamp not after the last one adds none)."""
+
+    def __init__(self) -> None:
+        self._spacings: deque[float] = deque(maxlen=WINDOW)
+        self._last: float | None = None
+
+    def add(self, stamp: float) -> None:
+        if self._last is not None and stamp > self._last:
+            self._spacings.append(stamp - self._last)
+        self._last = stamp
+
+    @property
+    def spacings(self) -> int:
+        """How many spacings the median is taken over (at most WINDOW)."""
+        return len(self._spacings)
+
+    @property
+    def full(self) -> bool:
+        """The window holds WINDOW spacings."""
+        return len(self._spacings) == WINDOW
+
+    def median(self, default: float) -> float:
+        """The median spacing [s], ``default`` before two stamps."""
+        spacings = sorted(self._spacings)
+        count = len(spacings)
+        if not count:
+            return default
+        middle = count // 2
+        return spacings[middle] if count % 2 else (spacings[middle - 1] + spacings[middle]) / 2.0
