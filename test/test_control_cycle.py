@@ -3,8 +3,9 @@
 Two controllers of each kind share one model: one runs the compiled cycle, the other the Python
 code (``select_cycle("python")``, the reference). Fed the same measured states and references, they
 must give the same outputs and leave the same warm start and integrator behind, cycle by cycle:
-along the 6.5 trajectory, with saturation, with damped least squares, and where the C code defers
-a cycle to the Python one (invalid input, FK continuation, singular configurations).
+along the 6.5 trajectory, at jittered periods and across gaps, with saturation, with damped least
+squares, and where the C code defers a cycle to the Python one (invalid input, FK continuation,
+singular configurations).
 
 Tolerances. The C forward kinematics does the Python one's operations in the same order: phi and
 the pose came out bit for bit equal, but for the ZYX pitch, whose hypot (glibc's in C, CPython's
@@ -168,6 +169,22 @@ def test_equal_to_python_along_the_trajectory(cycle_library, name):
     assert set(statuses) == {ControlStatus.OK}
     cycle = controllers[0]._cycle
     assert cycle.finished == len(times) and not cycle.deferred  # every cycle was the C code's
+
+
+@pytest.mark.parametrize("name", CONTROLLER_NAMES)
+def test_equal_to_python_at_jittered_periods(cycle_library, name):
+    """Joint states 0.5-1.5 periods apart, and gaps of 5-30 periods (states dropped in a burst):
+    the double loop integrates over each actual spacing, bounded by its longest valid period."""
+    model = HexapodModel(parameters())
+    controllers = pair(name, model)
+    trajectory = make_trajectory("operational_space", model)
+    rng = np.random.default_rng(3)
+    spacings = controllers[0].period * rng.uniform(0.5, 1.5, 1000)
+    spacings[rng.choice(spacings.size, 20, replace=False)] *= rng.uniform(5.0, 30.0, 20)
+    times = TRAJECTORY_START + np.concatenate(([0.0], np.cumsum(spacings)))
+    statuses = run_side_by_side(controllers, model, trajectory, times, tracking_states(model, trajectory, times, seed=4))
+    assert set(statuses) == {ControlStatus.OK}
+    assert controllers[0]._cycle.finished == len(times)
 
 
 @pytest.mark.parametrize("name", CONTROLLER_NAMES)

@@ -213,6 +213,10 @@ def test_a_wrong_type_anywhere_is_rejected_naming_the_key(key, value):
         (lambda h: h["ros"].update(joint_names=["q"] * 6), "hexapod.ros.joint_names", "must be distinct"),
         (lambda h: h["ros"].update(base_frame=""), "hexapod.ros.base_frame", "must not be empty"),
         (lambda h: h["safety"].update(hold_damping=-1.0), "hexapod.safety.hold_damping", "must not be negative"),
+        (lambda h: h["controllers"]["computed_torque"]["valid_rates"].update(min=0.0),
+         "hexapod.controllers.computed_torque.valid_rates.min", "must be positive, got 0.0"),
+        (lambda h: h["controllers"]["double_loop"]["simulated_plant"].update(valid_rates={"min": 800.0}),
+         "hexapod.controllers.double_loop.simulated_plant.valid_rates.max", "missing key"),
     ],
 )
 def test_invalid_values_name_the_key_and_why(edit, key, message):
@@ -236,6 +240,8 @@ def test_invalid_values_name_the_key_and_why(edit, key, message):
         (lambda h: h["simulation"]["mujoco"].update(equality_solimp=[1.5, 0.9, 0.001, 0.5, 2.0]),
          "hexapod.simulation.mujoco.equality_solimp", r"d0 and dwidth must lie in \(0, 1\)"),
         (lambda h: h["safety"].update(watchdog_period=0.5), "hexapod.safety.watchdog_period", "must be shorter than joint_state_timeout"),
+        (lambda h: h["controllers"]["double_loop"].update(valid_rates={"min": 2000.0, "max": 1000.0}),
+         "hexapod.controllers.double_loop.valid_rates.min", "2000.0 Hz is above max 1000.0 Hz"),
     ],
 )
 def test_checks_across_fields(edit, key, message):

@@ -18,7 +18,9 @@ The Python controller stays the reference (the tests hold both to 1e-12) and the
 The controller's KinematicState and integrator stay the state of record, advanced after each
 compiled cycle as the Python code does, so that the two paths can alternate cycle by cycle. The C
 code advances its copy of them too; it is written again from the Python objects whenever they are
-not the very objects the last compiled cycle left (a reset, a deferred cycle, anything else).
+not the very objects the last compiled cycle left (a reset, a deferred cycle, anything else). The
+time a double-loop cycle integrates over is the controller's ``integration_step`` (the actual
+period since its last update), passed with each call.
 
 Environment: ``HEXAPOD_CONTROL_CYCLE`` = ``auto`` (default: C when the library is available, one
 warning otherwise, as the dynamics backend), ``python`` (always the Python code) or ``c`` (the C
@@ -88,7 +90,8 @@ class CycleLibrary:
         for name in controllers:
             function = library[f"hexapod_cycle_{name}"]
             function.restype = ctypes.c_int
-            function.argtypes = [ctypes.c_void_p] * 7
+            # q, qd, reference, the period this cycle integrates over, state, settings, parameters, out
+            function.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_double] + [ctypes.c_void_p] * 4
             self.functions[name] = function
         self.path = path
         self._library = library  # keeps it loaded
@@ -157,8 +160,9 @@ class CompiledCycle:
         self._settings = np.full(CycleLibrary.size(library.settings), math.nan)
         self._parameters = np.array(pack_parameters(controller.model.parameters))
         self._out = np.zeros(CycleLibrary.size(library.outputs))
-        buffers = (self._q, self._qd, self._reference, self._state, self._settings, self._parameters, self._out)
-        self._arguments = tuple(buffer.ctypes.data for buffer in buffers)
+        inputs = (self._q, self._qd, self._reference)
+        self._inputs = tuple(buffer.ctypes.data for buffer in inputs)
+        self._buffers = tuple(buffer.ctypes.data for buffer in (self._state, self._settings, self._parameters, self._out))
         self._settings_packed = False
         # Filled per cycle through views and struct packers (measured the cheapest ways to copy).
         reference = library.reference
@@ -208,7 +212,6 @@ class CompiledCycle:
             "max_damping": rule.max_damping,
             "constraint_stop_threshold": rule.constraint_stop_threshold,
             "force_limit": controller.force_limit,
-            "period": controller.period,
         }
         if self._double_loop:
             values.update(
@@ -274,7 +277,10 @@ class CompiledCycle:
         if self._double_loop and controller._integral is not held_integral:
             self._integral_view[...] = controller._integral
 
-        code = self._function(*self._arguments)
+        # The double loop integrates over the time since its last update (controllers.py); computed
+        # torque has no integrator and ignores the period.
+        period = controller.integration_step(t) if self._double_loop else controller.period
+        code = self._function(*self._inputs, period, *self._buffers)
         if code >= len(FINISHED_STATUSES):
             return self._defer(self.library.statuses[code])
 
@@ -300,6 +306,7 @@ class CompiledCycle:
             controller.desired_joint_velocity = out[command_at]
             controller._velocity_error = out[velocity_error_at]
             controller._integral = out[integral_at]
+            controller._integrated(t)
         self._held = (
             warm_start.last_q,
             warm_start.last_phi,

@@ -30,7 +30,16 @@ Rules common to both (the ROS node maps ``status`` onto its safety supervisor):
   plain PI, kept for comparison. Back-calculation was tried and dropped: here the clamping is
   caused by the large proportional term K_p nu_err, so back-calculation drives the integral the
   opposite way (to make P + I sit on the limit), erasing the gravity compensation and slowing the
-  recovery (see test_controllers.py). The integrator advances by the nominal period 1/rate.
+  recovery (see test_controllers.py).
+* Integration step (double loop): each update integrates over the time since the previous update
+  that integrated, t - t_previous, not the nominal 1/rate, so a driver whose joint states come at
+  another rate, or jitter, does not skew the integral; the first update after ``reset`` takes the
+  nominal period. One step integrates at most the longest period its gain set is valid for
+  (1 / ``valid_rates.min``): after a dropped burst of states the velocity error of one instant does
+  not stand for the whole gap.
+* Valid rates: every gain set has ``valid_rates`` in the parameters (the rates at which its loop is
+  stable with a margin); a controller whose ``controllers.rate`` lies outside them is refused at
+  construction with ParameterError (the safety supervisor checks the measured rate at arming).
 * Singularity rule, on ``jacobian_conditioning`` = sigma_min/sigma_max of J_A: below
   ``singularity.damping_threshold`` the controller replaces J_A^-1 by damped least squares
   (J^T J + lambda^2 I)^-1 J^T, with lambda growing from 0 at the threshold to
@@ -68,6 +77,7 @@ from hexapod_control.errors import (
     AssemblyModeJumpError,
     ConvergenceError,
     InvalidInputError,
+    ParameterError,
     SingularityError,
 )
 from hexapod_control.model.hexapod import JOINT_NAMES, HexapodModel
@@ -141,14 +151,22 @@ class OperationalSpaceController:
 
     def __init__(self, model: HexapodModel, settings: ControllerSettings | None = None, gain_set: str = "robot"):
         """``settings`` default to ``model.parameters.controllers``; ``gain_set`` picks the double
-        loop's velocity gains ("robot" or "simulated_plant", see DoubleLoopSettings.velocity_gains)."""
+        loop's velocity gains ("robot" or "simulated_plant", see DoubleLoopSettings.velocity_gains).
+        ParameterError when ``settings.rate`` lies outside the gain set's ``valid_rates``."""
         if gain_set not in GAIN_SETS:
             raise InvalidInputError(f"unknown gain set {gain_set!r}; expected one of {list(GAIN_SETS)}")
         self.model = model
         self.kinematic_state = model.create_state()
         self.settings = settings or model.parameters.controllers
         self.force_limit = model.parameters.limits.actuator_force_max
-        self.period = self.settings.period
+        self.period = self.settings.period  # nominal [s]
+        self.valid_rates_key, self.valid_rates = self.settings.valid_rates(self.name, gain_set)
+        if self.settings.rate not in self.valid_rates:
+            raise ParameterError(
+                f"{model.parameters.source}: hexapod.controllers.rate: {self.settings.rate:g} Hz lies outside "
+                f"hexapod.{self.valid_rates_key} = {self.valid_rates}, the rates at which the {self.name} gains "
+                f"({gain_set!r}) are valid"
+            )
         self.select_cycle()
 
     def select_cycle(self, choice: str | None = None) -> str:
@@ -208,7 +226,7 @@ class OperationalSpaceController:
 
         forces = np.clip(unclamped, -self.force_limit, self.force_limit)
         saturated = np.abs(unclamped) > self.force_limit
-        self._after_output(qd, unclamped, forces, saturated)
+        self._after_output(t, qd, unclamped, forces, saturated)
         if near_singular:
             status, message = ControlStatus.NEAR_SINGULAR, (
                 f"J_A conditioning {jac.jacobian_conditioning:.3g} below "
@@ -304,7 +322,7 @@ class OperationalSpaceController:
     def _control_law(self, q, qd, ref, fk, jac, pose_error, solve) -> np.ndarray:
         raise NotImplementedError
 
-    def _after_output(self, qd, unclamped, forces, saturated) -> None:
+    def _after_output(self, t, qd, unclamped, forces, saturated) -> None:
         pass
 
 
@@ -323,6 +341,7 @@ class DoubleLoopController(OperationalSpaceController):
         self.ki = np.array(velocity_gains.velocity_integral_gain)
         self.anti_windup = loop.anti_windup
         self._integral = np.zeros(6)  # integral of the velocity error [m]
+        self._integrated_at: float | None = None  # t of the last update that integrated; None after reset
         self._velocity_error = np.zeros(6)
         self.desired_joint_velocity = np.zeros(6)
 
@@ -336,8 +355,21 @@ class DoubleLoopController(OperationalSpaceController):
         # first command at rest is the force that holds the platform where it is (the hold force)
         # instead of zero, which would let it drop until the integrator had learnt the load.
         self._integral = self.model.gravity_term(q, phi=fk.phi) / self.ki
+        self._integrated_at = None
         self._velocity_error = np.zeros(6)
         self.desired_joint_velocity = np.zeros(6)
+
+    def integration_step(self, t: float) -> float:
+        """The time the update at ``t`` integrates over [s] (module doc, "Integration step").
+
+        Bounded by the longest period the gain set is valid for: beyond it the loop is not stable
+        anyway, and a gap of many periods (states dropped in a burst) would otherwise integrate
+        one instant's velocity error over the whole gap, a step in the integral force. A stamp
+        not after the last one integrates nothing.
+        """
+        if self._integrated_at is None:
+            return self.period
+        return min(max(t - self._integrated_at, 0.0), self.valid_rates.longest_period)
 
     def _control_law(self, q, qd, ref, fk, jac, pose_error, solve):
         # (6.85) with erratum 9: the feed-forward is xi_d_dot.
@@ -345,7 +377,7 @@ class DoubleLoopController(OperationalSpaceController):
         self._velocity_error = self.desired_joint_velocity - qd
         return self.kp * self._velocity_error + self.ki * self._integral
 
-    def _after_output(self, qd, unclamped, forces, saturated) -> None:
+    def _after_output(self, t, qd, unclamped, forces, saturated) -> None:
         error = self._velocity_error
         if self.anti_windup == "conditional_integration":
             # K_i > 0, so the error pushes the output further into the limit when signs agree.
@@ -353,7 +385,12 @@ class DoubleLoopController(OperationalSpaceController):
             rate = np.where(winding, 0.0, error)
         else:
             rate = error
-        self._integral = self._integral + self.period * rate
+        self._integral = self._integral + self.integration_step(t) * rate
+        self._integrated(t)
+
+    def _integrated(self, t: float) -> None:
+        """The update at ``t`` integrated (here or in the compiled cycle): later steps count from it."""
+        self._integrated_at = t if self._integrated_at is None else max(self._integrated_at, t)
 
 
 # ------------------------------------------------------------------------------------------ computed torque
@@ -394,7 +431,8 @@ def make_controller(
     ``delay_compensation`` (e.g. ``settings.delay_compensation``, which the control loop passes)
     wraps the law in the model-based delay compensation of
     :mod:`hexapod_control.control.delay_compensation`; None, or predictor ``none``, gives the bare
-    law, whose force is meant to act from the stamp of the state it answers.
+    law, whose force is meant to act from the stamp of the state it answers. ParameterError when
+    ``controllers.rate`` lies outside the gain set's ``valid_rates``.
     """
     if name not in _CONTROLLERS:
         raise InvalidInputError(f"unknown controller {name!r}; expected one of {list(CONTROLLER_NAMES)}")

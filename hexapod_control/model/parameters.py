@@ -303,11 +303,40 @@ class SingularitySettings(_Section):
         return self
 
 
+class RateRange(_Section):
+    """The control rates at which a gain set is valid [Hz]: a rate outside is refused at start.
+
+    The shipped ranges come from the linearised closed loop (control/margins.py); how each was
+    found is written beside it in config/hexapod.yaml.
+    """
+
+    min: Positive = Field(description="lowest control rate [Hz]")
+    max: Positive = Field(description="highest control rate [Hz]")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RateRange:
+        if self.min > self.max:
+            raise _Invalid("min", f"{self.min} Hz is above max {self.max} Hz")
+        return self
+
+    def __contains__(self, rate: float) -> bool:
+        return self.min <= rate <= self.max
+
+    @property
+    def longest_period(self) -> float:
+        """1 / min [s]"""
+        return 1.0 / self.min
+
+    def __str__(self) -> str:
+        return f"[{self.min:g}, {self.max:g}] Hz"
+
+
 class VelocityGains(_Section):
-    """Gains of the PI velocity loop, one per actuator."""
+    """Gains of the PI velocity loop, one per actuator, and the control rates they are valid at."""
 
     velocity_proportional_gain: PositiveVector6 = Field(description="K_p [N*s/m]")
     velocity_integral_gain: PositiveVector6 = Field(description="K_i [N/m]")
+    valid_rates: RateRange
 
 
 class DoubleLoopSettings(_Section):
@@ -316,6 +345,7 @@ class DoubleLoopSettings(_Section):
     kinematic_gain: PositiveVector6 = Field(description="K [1/s]")
     velocity_proportional_gain: PositiveVector6 = Field(description="K_p of the real robot [N*s/m]")
     velocity_integral_gain: PositiveVector6 = Field(description="K_i of the real robot [N/m]")
+    valid_rates: RateRange = Field(description="control rates at which the real robot's K_p and K_i are valid")
     anti_windup: AntiWindup
     simulated_plant: VelocityGains = Field(description="velocity gains for the simulated plants")
 
@@ -331,6 +361,7 @@ class DoubleLoopSettings(_Section):
             return VelocityGains(
                 velocity_proportional_gain=self.velocity_proportional_gain,
                 velocity_integral_gain=self.velocity_integral_gain,
+                valid_rates=self.valid_rates,
             )
         if gain_set == "simulated_plant":
             return self.simulated_plant
@@ -342,6 +373,7 @@ class ComputedTorqueSettings(_Section):
 
     position_gain: PositiveVector6 = Field(description="K_P [1/s^2]")
     velocity_gain: PositiveVector6 = Field(description="K_V [1/s]")
+    valid_rates: RateRange = Field(description="control rates at which K_P and K_V are valid (either gain set name)")
 
 
 def _whole_hertz(value: float) -> float:
@@ -386,6 +418,20 @@ class ControllerSettings(_Section):
     def period(self) -> float:
         """[s]"""
         return 1.0 / self.rate
+
+    def valid_rates(self, controller: str, gain_set: str) -> tuple[str, RateRange]:
+        """The key path (below ``hexapod.``) and the range of control rates of a controller's gain set.
+
+        Computed torque has one set of gains, whichever gain set is named.
+        """
+        if controller == "computed_torque":
+            return "controllers.computed_torque.valid_rates", self.computed_torque.valid_rates
+        if controller != "double_loop":
+            raise InvalidInputError(f"unknown controller {controller!r}; expected double_loop or computed_torque")
+        rates = self.double_loop.velocity_gains(gain_set).valid_rates
+        if gain_set == "robot":
+            return "controllers.double_loop.valid_rates", rates
+        return f"controllers.double_loop.{gain_set}.valid_rates", rates
 
 
 # ------------------------------------------------------------------------------------------ simulation

@@ -6,12 +6,13 @@
  * hexapod_control/control/compiled_cycle.py. The Python controllers stay the reference and the fallback.
  *
  *   int hexapod_cycle_<controller>(const double q[6], const double qd[6], const double reference[18],
- *                                  double state[24], const double settings[...],
+ *                                  double period, double state[24], const double settings[...],
  *                                  const double parameters[31], double out[...])
  *
  * returns a status (hexapod_cycle_statuses, by index): ok, saturated and near_singular fill `out` and
  * advance `state` (warm start, integrator); every other status leaves the cycle to the Python
- * controller and `state` as it was. Layouts: the strings below.
+ * controller and `state` as it was. `period` is the time this cycle integrates over [s] (the double
+ * loop's; computed torque has no integrator). Layouts: the strings below.
  */
 
 #include <float.h>
@@ -35,7 +36,7 @@ int reduced_inverse_dynamics(const double *q, const double *phi, const double *q
 const char hexapod_source_sha256[] = HEXAPOD_SOURCE_SHA256;
 
 /* Layouts of the arrays, 'name[size]' in order (read by compiled_cycle.py), and their offsets. */
-const char hexapod_cycle_settings[] = "fk_tolerance[1] max_newton_iterations[1] max_newton_step[1] max_branch_jump[1] cyclic_singularity_ratio[1] two_leg_lengths[1] side_cos[3] side_sin[3] side_offset[1] four_leg_length_squared[1] half_platform_side_squared[1] platform_side[1] normal_scale[1] platform_offset[1] euler_singularity_cos[1] damping_threshold[1] stop_threshold[1] max_damping[1] constraint_stop_threshold[1] force_limit[1] period[1] conditional_integration[1] kinematic_gain[6] velocity_proportional_gain[6] velocity_integral_gain[6] position_gain[6] velocity_gain[6]";
+const char hexapod_cycle_settings[] = "fk_tolerance[1] max_newton_iterations[1] max_newton_step[1] max_branch_jump[1] cyclic_singularity_ratio[1] two_leg_lengths[1] side_cos[3] side_sin[3] side_offset[1] four_leg_length_squared[1] half_platform_side_squared[1] platform_side[1] normal_scale[1] platform_offset[1] euler_singularity_cos[1] damping_threshold[1] stop_threshold[1] max_damping[1] constraint_stop_threshold[1] force_limit[1] conditional_integration[1] kinematic_gain[6] velocity_proportional_gain[6] velocity_integral_gain[6] position_gain[6] velocity_gain[6]";
 const char hexapod_cycle_state[] = "last_q[6] last_phi[3] previous_q[6] previous_phi[3] integral[6]";
 const char hexapod_cycle_reference[] = "pose[6] velocity[6] acceleration[6]";
 const char hexapod_cycle_outputs[] = "forces[6] pose[6] pose_error[6] saturated[6] phi[3] joint_command[6] velocity_error[6] integral[6] jacobian_conditioning[1] constraint_conditioning[1] fk_iterations[1] fk_residual[1] position_error_norm[1] orientation_error_norm[1]";
@@ -61,14 +62,13 @@ const char hexapod_cycle_controllers[] = "double_loop computed_torque";
 #define SETTING_MAX_DAMPING 21
 #define SETTING_CONSTRAINT_STOP_THRESHOLD 22
 #define SETTING_FORCE_LIMIT 23
-#define SETTING_PERIOD 24
-#define SETTING_CONDITIONAL_INTEGRATION 25
-#define SETTING_KINEMATIC_GAIN 26
-#define SETTING_VELOCITY_PROPORTIONAL_GAIN 32
-#define SETTING_VELOCITY_INTEGRAL_GAIN 38
-#define SETTING_POSITION_GAIN 44
-#define SETTING_VELOCITY_GAIN 50
-#define SETTING_SIZE 56
+#define SETTING_CONDITIONAL_INTEGRATION 24
+#define SETTING_KINEMATIC_GAIN 25
+#define SETTING_VELOCITY_PROPORTIONAL_GAIN 31
+#define SETTING_VELOCITY_INTEGRAL_GAIN 37
+#define SETTING_POSITION_GAIN 43
+#define SETTING_VELOCITY_GAIN 49
+#define SETTING_SIZE 55
 #define STATE_LAST_Q 0
 #define STATE_LAST_PHI 6
 #define STATE_PREVIOUS_Q 9
@@ -573,9 +573,10 @@ static void cycle_advance(const double *q, const double *phi, double *state)
 }
 
 /* ------------------------------------------------------------------------------ the controllers */
-/* DoubleLoopController: nu_d = J_A^-1 (xi_d_dot + K xi_err), tau = K_p (nu_d - q_dot) + K_i integral. */
-int hexapod_cycle_double_loop(const double *q, const double *qd, const double *reference, double *state,
-                              const double *settings, const double *parameters, double *out)
+/* DoubleLoopController: nu_d = J_A^-1 (xi_d_dot + K xi_err), tau = K_p (nu_d - q_dot) + K_i integral; the
+ * integral advances by `period`, the caller's DoubleLoopController.integration_step. */
+int hexapod_cycle_double_loop(const double *q, const double *qd, const double *reference, double period,
+                              double *state, const double *settings, const double *parameters, double *out)
 {
     CycleJacobian jacobian;
     int status = cycle_begin(q, qd, reference, state, settings, parameters, out, &jacobian);
@@ -607,7 +608,7 @@ int hexapod_cycle_double_loop(const double *q, const double *qd, const double *r
     for (int k = 0; k < N_ACTUATORS; ++k) {
         const int winding = conditional && out[OUT_SATURATED + k] != 0.0 && cycle_sign(error[k]) == cycle_sign(unclamped[k]);
         const double rate = winding ? 0.0 : error[k];
-        out[OUT_INTEGRAL + k] = integral[k] + settings[SETTING_PERIOD] * rate;
+        out[OUT_INTEGRAL + k] = integral[k] + period * rate;
     }
     cycle_advance(q, jacobian.phi, state);
     memcpy(state + STATE_INTEGRAL, out + OUT_INTEGRAL, 6 * sizeof(double));
@@ -616,9 +617,10 @@ int hexapod_cycle_double_loop(const double *q, const double *qd, const double *r
 
 /* ComputedTorqueController: q_dd = J_A^-1 (xi_d_ddot + K_V (xi_d_dot - J_A q_dot) + K_P xi_err - J_A_dot q_dot),
  * tau = M_bar q_dd + C_bar q_dot + g_bar. */
-int hexapod_cycle_computed_torque(const double *q, const double *qd, const double *reference, double *state,
-                                  const double *settings, const double *parameters, double *out)
+int hexapod_cycle_computed_torque(const double *q, const double *qd, const double *reference, double period,
+                                  double *state, const double *settings, const double *parameters, double *out)
 {
+    (void)period; /* no integrator; the argument keeps one signature for both controllers */
     CycleJacobian jacobian;
     int status = cycle_begin(q, qd, reference, state, settings, parameters, out, &jacobian);
     if (status != STATUS_OK) {
