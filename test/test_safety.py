@@ -62,7 +62,8 @@ def home_q(parameters):
 
 def make_supervisor(parameters, **safety):
     settings = parameters.replace(safety={"hold_damping": HOLD_DAMPING, "hold_force_max": HOLD_FORCE_MAX, **safety}).safety
-    return SafetySupervisor(HexapodModel(parameters), settings, NAMES)
+    return SafetySupervisor(HexapodModel(parameters), settings, NAMES,
+                            parameters.controllers.valid_rates("computed_torque", "robot"))
 
 
 @pytest.fixture

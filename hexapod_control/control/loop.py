@@ -103,7 +103,9 @@ class ControlLoop:
 
     ``model`` is shared (immutable); the controller, the supervisor and the pose output each keep
     their own forward-kinematics warm start. ``arm_on_start`` arms at the first valid joint state
-    (simulation); on the robot the operator arms with :meth:`arm`.
+    (simulation); on the robot the operator arms with :meth:`arm`. A ``controllers.rate`` outside
+    the gain set's ``valid_rates``, or a HOLD damper unstable at their lowest rate, is a
+    ParameterError here; the supervisor checks the measured joint-state rate against them.
     """
 
     def __init__(self, model: HexapodModel, controller_name: str, gain_set: str = "robot",
@@ -116,7 +118,8 @@ class ControlLoop:
         # predicted for when its force applies (control/delay_compensation.py).
         self.controller = make_controller(controller_name, model, gain_set=gain_set,
                                           delay_compensation=parameters.controllers.delay_compensation)
-        self.supervisor = SafetySupervisor(model, parameters.safety, self.joint_names)
+        self.supervisor = SafetySupervisor(model, parameters.safety, self.joint_names,
+                                           parameters.controllers.valid_rates(controller_name, gain_set))
         self.arm_on_start = arm_on_start
         self.throttle = DiagnosticThrottle(parameters.safety.diagnostics_period)
         self.pose_state = model.create_state()
@@ -215,6 +218,7 @@ class ControlLoop:
             "position_error_norm": control.position_error_norm if control is not None else math.nan,
             "orientation_error_norm": control.orientation_error_norm if control is not None else math.nan,
             "jacobian_conditioning": control.jacobian_conditioning if control is not None else math.nan,
+            "joint_state_rate": supervisor.joint_state_rate,
             "invalid_joint_states": supervisor.invalid_joint_states,
             "repeated_joint_states": supervisor.repeated_joint_states,
             "invalid_references": supervisor.invalid_references,

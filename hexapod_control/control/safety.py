@@ -1,8 +1,8 @@
 """Safety supervisor of the controller node: which force goes out, decided on every joint state.
 
 Pure Python (no ROS): the controller node converts messages and calls this; the tests drive it
-without any middleware. Numbers come from the ``safety:`` section of the parameters file and from
-``limits:``.
+without any middleware. Numbers come from the ``safety:`` section of the parameters file, from
+``limits:`` and from the controller's ``valid_rates`` (the control rates its gain set is valid at).
 
 States::
 
@@ -31,6 +31,8 @@ hold force not computable (forward kinematics fails at q)                 ZERO  
 actuator outside its travel, adjacent sliders closer than
 ``limits.min_slider_separation`` (anti-collision), actuator faster than
 ``limits.actuator_speed_max``                                             HOLD      yes
+joint-state rate outside the controller's ``valid_rates`` by more than
+1 %: the median of the last 15 stamp spacings (judged once 15 are in)     HOLD      yes
 reference invalid: NaN, Euler singularity, unreachable by inverse
 kinematics within the travel and the slider separation, feed-forward
 actuator speed J_A^-1 xi_d_dot above ``limits.actuator_speed_max`` or
@@ -49,6 +51,10 @@ everything valid                                                          CONTRO
 * HOLD: tau = g_bar(q) - ``hold_damping`` * q_dot at the measured (valid) q, clamped to
   +-``hold_force_max`` (or the force limit, if lower): gravity compensation stops the platform falling
   and the damping brakes any motion, without a position target that could itself be the problem.
+  The damping acts a loop delay late, d = ``controllers.delay_compensation.delay_periods``: per
+  mode of mass m it is stable while ``hold_damping`` T / m < 2 sin(pi / (2 (2d + 1))) (2 without
+  delay, 1 with one period). The supervisor refuses to start (ParameterError) unless that holds for
+  the lightest actuator mode at home at the longest period ``valid_rates`` admits.
   A measured slider pair closer than the minimum separation holds rather than letting go: the
   state is real, a released platform would drop onto its stops, and the hold neither pushes the
   carriages together nor lets them keep moving.
@@ -61,9 +67,16 @@ everything valid                                                          CONTRO
   stamped in the future) can never make the genuine states that follow look old.
 * References are checked once, on arrival (a copy of the last one is not checked again); a
   rejected one is never tracked, and a later valid one does not clear the fault.
-* ``arm`` is accepted only with fresh, valid feedback inside every limit, and after the
-  controller's ``reset`` at that state succeeded. Arming while armed changes nothing (the
+* ``arm`` is accepted only with fresh, valid feedback inside every limit, at a joint-state rate
+  inside ``valid_rates`` (the rate row above; before 15 spacings it is not known yet and does not
+  refuse: a simulation arms at its first state, and the row applies as soon as it is known), and
+  after the controller's ``reset`` at that state succeeded. Arming while armed changes nothing (the
   controller keeps its state, e.g. the double loop's integral) and answers "already armed".
+* The rate is measured from the stamps (time of measurement) of the valid joint states taken,
+  armed or not, so a driver's rate is known by the time an operator arms. A rate drifting outside
+  while armed is a HOLD fault: the gains may be unstable there, the hold damper is stable at any
+  rate above its own bound (below ``valid_rates.min``, checked at start) and bounded by
+  ``hold_force_max`` below it.
 * Arming starts from the measured pose. The reference at arming (or the first one after it) is
   tracked at once when it lies within ``max_reference_position_step`` / ``max_reference_angle_step``
   of the measured pose; otherwise the controller tracks the reference plus an offset that starts
@@ -85,16 +98,32 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hexapod_control.control import stamp_period
+from hexapod_control.control.stamp_period import StampPeriod
 from hexapod_control.control.trajectories import Reference, SmoothMove
-from hexapod_control.errors import HexapodError, InvalidInputError
+from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
 from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.model.parameters import SafetySettings
+from hexapod_control.model.parameters import RateRange, SafetySettings
 from hexapod_control.model.rotations import wrap_angle
 from hexapod_control.ros.conventions import (
     ReferencePoint,
     euler_from_reference_point,
     joint_state_arrays,
 )
+
+# A measured joint-state rate within this fraction of a bound of valid_rates counts as inside:
+# stamps of the system clock in float seconds are quantised to 0.24 us (2.4e-3 of a 10 kHz period).
+RATE_TOLERANCE = 0.01
+
+
+def hold_damping_bound(delay_periods: int) -> float:
+    """The largest ``hold_damping`` T / m at which the HOLD damper is stable, d periods of loop delay.
+
+    Per mode of mass m the force -b q_dot measured d periods earlier acts over each period T:
+    v_k+1 = v_k - a v_k-d with a = b T / m, whose characteristic polynomial z^(d+1) - z^d + a first
+    has a root on the unit circle, z = exp(i pi / (2d + 1)), at a = |z - 1| = 2 sin(pi / (2 (2d + 1))).
+    """
+    return 2.0 * math.sin(math.pi / (2.0 * (2 * delay_periods + 1)))
 
 
 class Action(str, enum.Enum):
@@ -157,14 +186,20 @@ class SafetySupervisor:
     ``model`` should be an instance of its own (the forward kinematics behind the gravity term is
     warm-started). Times are seconds on one clock chosen by the caller (the node's ROS clock),
     except the ``steady`` times, which come from a monotonic clock (``time.monotonic``).
+    ``valid_rates`` is the controller's (key path, range), as ControllerSettings.valid_rates gives
+    it. ParameterError when the HOLD damper is unstable at the range's lowest rate (module doc).
     """
 
-    def __init__(self, model: HexapodModel, settings: SafetySettings, joint_names: Sequence[str]):
+    def __init__(self, model: HexapodModel, settings: SafetySettings, joint_names: Sequence[str],
+                 valid_rates: tuple[str, RateRange]):
         self.model = model
         self.kinematic_state = model.create_state()  # FK warm start of the hold force and the ramp
         self.settings = settings
         self.limits = model.parameters.limits
         self.joint_names = tuple(joint_names)
+        self.valid_rates_key, self.valid_rates = valid_rates
+        self._check_hold_damping()
+        self.joint_state_period = StampPeriod()  # of the valid joint states taken
         self.state = SupervisorState.DISARMED
         self.fault_action: Action | None = None
         self.reason = "not armed yet"
@@ -192,7 +227,7 @@ class SafetySupervisor:
         stale = self._staleness(now)
         if stale:
             return False, f"cannot arm: {stale}"
-        problem = self._state_problem(feedback)
+        problem = self._state_problem(feedback) or self._rate_problem()
         if problem:
             return False, f"cannot arm: {problem}"
         try:
@@ -244,6 +279,7 @@ class SafetySupervisor:
             )
         self._last_stamp = stamp
         self._last_steady = steady
+        self.joint_state_period.add(stamp)
         self.feedback = Feedback(stamp=stamp, received=now, q=q, qd=qd)
         return Intake.TAKEN
 
@@ -306,7 +342,7 @@ class SafetySupervisor:
         if self.state == SupervisorState.FAULT:
             return self._act(self.fault_action, self.reason, feedback)
 
-        problem = self._state_problem(feedback)
+        problem = self._state_problem(feedback) or self._rate_problem()
         if problem:
             self._fault(Action.HOLD, problem)
             return self._act(Action.HOLD, problem, feedback)
@@ -405,6 +441,36 @@ class SafetySupervisor:
                 f"{self.limits.actuator_speed_max} m/s"
             )
         return ""
+
+    @property
+    def joint_state_rate(self) -> float:
+        """The measured joint-state rate [Hz]: 1 / the median stamp spacing; NaN before two states."""
+        return 1.0 / self.joint_state_period.median(math.nan)
+
+    def _rate_problem(self) -> str:
+        """Why the measured joint-state rate is outside ``valid_rates`` ('' inside, or not yet known)."""
+        if not self.joint_state_period.full:
+            return ""
+        rate, rates = self.joint_state_rate, self.valid_rates
+        if rates.min * (1.0 - RATE_TOLERANCE) <= rate <= rates.max * (1.0 + RATE_TOLERANCE):
+            return ""
+        return (f"joint states come at {rate:.4g} Hz (median stamp spacing {1e3 / rate:.4g} ms over the last "
+                f"{stamp_period.WINDOW}), outside hexapod.{self.valid_rates_key} = {rates}")
+
+    def _check_hold_damping(self) -> None:
+        """ParameterError unless the HOLD damper is stable at the lowest valid rate (module doc)."""
+        parameters = self.model.parameters
+        delay = parameters.controllers.delay_compensation.delay_periods
+        lightest = float(np.linalg.eigvalsh(self.model.mass_matrix(self.model.home_q))[0])
+        ratio = self.settings.hold_damping * self.valid_rates.longest_period / lightest
+        bound = hold_damping_bound(delay)
+        if ratio >= bound:
+            raise ParameterError(
+                f"{parameters.source}: hexapod.safety.hold_damping: {self.settings.hold_damping:g} N*s/m makes the "
+                f"HOLD damper unstable at {self.valid_rates.min:g} Hz, the lowest rate of hexapod.{self.valid_rates_key}: "
+                f"hold_damping / (rate m) = {ratio:.3g} for the lightest actuator mode m = {lightest:.3g} kg at home "
+                f"must stay below {bound:.3g} with controllers.delay_compensation.delay_periods = {delay}"
+            )
 
     def _check_reference(self, pose, velocity, acceleration, last: Reference | None) -> None:
         """Raise (InvalidInputError or the model's error) for a reference outside the robot's limits."""
