@@ -49,12 +49,12 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 
+from hexapod_control.control.controllers import CONTROLLER_NAMES
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
 from hexapod_control.ros.conventions import TOPICS
 from hexapod_control.simulation import gazebo_description as gd
 
 PACKAGE = "hexapod_control"
-CONTROLLERS = ("double_loop", "computed_torque")  # the controller node's `controller` choices
 CONTROLLER_MANAGER = "/controller_manager"  # gz_ros2_control's controller manager node
 # How long the unpause request waits for gz sim to answer [ms]; the world is local.
 GZ_SERVICE_TIMEOUT_MS = "5000"
@@ -77,8 +77,8 @@ def _setup(context, *args, **kwargs):
 
     params_file = LaunchConfiguration("params_file").perform(context)
     controller = LaunchConfiguration("controller").perform(context)
-    if controller not in CONTROLLERS:
-        raise ValueError(f"launch argument controller: expected one of {CONTROLLERS}, got {controller!r}")
+    if controller not in CONTROLLER_NAMES:
+        raise ValueError(f"launch argument controller: expected one of {CONTROLLER_NAMES}, got {controller!r}")
     use_sim_time = _flag(context, "use_sim_time")
     gui = _flag(context, "gui")
 
@@ -178,7 +178,7 @@ def _setup(context, *args, **kwargs):
 def generate_launch_description() -> LaunchDescription:
     return LaunchDescription(
         [
-            DeclareLaunchArgument("controller", default_value=CONTROLLERS[0], choices=list(CONTROLLERS),
+            DeclareLaunchArgument("controller", default_value=CONTROLLER_NAMES[0], choices=list(CONTROLLER_NAMES),
                                   description="operational-space controller of hexapod_controller_node"),
             DeclareLaunchArgument("params_file", default_value=str(default_parameters_path()),
                                   description="YAML parameters file of the robot"),

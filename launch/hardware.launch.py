@@ -15,6 +15,9 @@ names of the parameters file (joint_state_broadcaster) and a JointGroupEffortCon
 /effort_controller/commands; the two topic arguments remap them if the driver names them otherwise.
 Nothing moves on its own: the controller starts disarmed (zero forces), and the trajectory node
 holds the measured pose until ~/start or a goal on ~/goal_pose.
+To check a PC against hexapod_fake_driver instead of the robot, add ``gain_set:=simulated_plant``:
+its plant is the rigid-body model without the drives, on which the double loop's robot gains are
+unstable (as in simulation.launch.py).
 visualization.launch.py publishes the TF of all 25 bodies (``rviz:=true`` also starts RViz); a
 driver that starts its own robot_state_publisher should not, or should have it read
 /hexapod/description_joint_states, where every joint of the description is.
@@ -24,12 +27,16 @@ import os
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
-from launch.conditions import IfCondition, LaunchConfigurationEquals
+from launch.conditions import IfCondition
 from launch.launch_description_sources import PythonLaunchDescriptionSource
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
+from launch.substitutions import AndSubstitution, EqualsSubstitution, LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
+
+from hexapod_control.control.controllers import CONTROLLER_NAMES
+from hexapod_control.control.trajectory_player import TRAJECTORY_CHOICES
+from hexapod_control.model.parameters import GAIN_SETS
 
 PACKAGE = "hexapod_control"
 # robot_state_publisher with the full joint state, and RViz: next to this file, installed or not.
@@ -42,14 +49,18 @@ def generate_launch_description():
     joint_states = ("/joint_states", LaunchConfiguration("joint_states_topic"))
     commands = ("/effort_controller/commands", LaunchConfiguration("effort_commands_topic"))
 
-    separate = LaunchConfigurationEquals("layout", "separate_nodes")
+    one_process = IfCondition(EqualsSubstitution(LaunchConfiguration("layout"), "one_process"))
+    separate = IfCondition(EqualsSubstitution(LaunchConfiguration("layout"), "separate_nodes"))
     arguments = [
         DeclareLaunchArgument("layout", default_value="one_process", choices=["one_process", "separate_nodes"],
                               description="one_process: hexapod_robot_stack; separate_nodes: FK, trajectory and controller nodes"),
-        DeclareLaunchArgument("controller", default_value="double_loop", choices=["double_loop", "computed_torque"],
+        DeclareLaunchArgument("controller", default_value="double_loop", choices=list(CONTROLLER_NAMES),
                               description="control law of the controller node"),
-        DeclareLaunchArgument("trajectory", default_value="operational_space",
-                              choices=["operational_space", "joint_space", "excitation", "hold"],
+        DeclareLaunchArgument("gain_set", default_value="robot", choices=list(GAIN_SETS),
+                              description="gains of the robot, or simulated_plant for a rigid-body plant without "
+                                          "drives such as hexapod_fake_driver (the double loop's robot gains are "
+                                          "unstable there)"),
+        DeclareLaunchArgument("trajectory", default_value="operational_space", choices=list(TRAJECTORY_CHOICES),
                               description="trajectory run by ~/start"),
         DeclareLaunchArgument("use_sim_time", default_value="false", choices=["true", "false"],
                               description="true only when a simulator (e.g. Gazebo) publishes /clock"),
@@ -70,8 +81,9 @@ def generate_launch_description():
     nodes = [
         Node(
             package=PACKAGE, executable="hexapod_robot_stack", name="hexapod_robot_stack", output="screen",
-            condition=LaunchConfigurationEquals("layout", "one_process"),
+            condition=one_process,
             parameters=[common, {"controller": LaunchConfiguration("controller"),
+                                 "gain_set": LaunchConfiguration("gain_set"),
                                  "trajectory": LaunchConfiguration("trajectory"), "arm_on_start": False,
                                  "autostart": False, "use_sim_time": use_sim_time}],
             remappings=[joint_states, commands],
@@ -82,15 +94,16 @@ def generate_launch_description():
         ),
         Node(
             package=PACKAGE, executable="hexapod_trajectory_node", name="hexapod_trajectory", output="screen",
-            condition=IfCondition(PythonExpression(["'", LaunchConfiguration("layout"), "' == 'separate_nodes' and '",
-                                                    LaunchConfiguration("with_trajectory"), "' == 'true'"])),
+            condition=IfCondition(AndSubstitution(EqualsSubstitution(LaunchConfiguration("layout"), "separate_nodes"),
+                                                  LaunchConfiguration("with_trajectory"))),
             parameters=[common, {"trajectory": LaunchConfiguration("trajectory"), "autostart": False,
                                  "use_sim_time": use_sim_time}],
         ),
         Node(
             package=PACKAGE, executable="hexapod_controller_node", name="hexapod_controller", output="screen",
-            condition=separate, parameters=[common, {"controller": LaunchConfiguration("controller"), "arm_on_start": False,
-                                 "use_sim_time": use_sim_time}],
+            condition=separate, parameters=[common, {"controller": LaunchConfiguration("controller"),
+                                                     "gain_set": LaunchConfiguration("gain_set"), "arm_on_start": False,
+                                                     "use_sim_time": use_sim_time}],
             remappings=[joint_states, commands],
         ),
         Node(

@@ -1,6 +1,7 @@
 """Simulated Hexapod: simulator + forward kinematics + trajectory + controller, one process each.
 
     ros2 launch hexapod_control simulation.launch.py backend:=mujoco controller:=double_loop
+    (backend:=dart: the Gazebo description in DART, Gazebo Sim's physics engine; needs dartpy)
 
 The simulator publishes /clock and steps in lockstep with the controller (it advances one plant
 step per force command), so the other nodes run on sim time (``use_sim_time:=true``, the default)
@@ -24,6 +25,10 @@ from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
+from hexapod_control.control.controllers import CONTROLLER_NAMES
+from hexapod_control.control.trajectory_player import TRAJECTORY_CHOICES
+from hexapod_control.simulation import BACKENDS
+
 PACKAGE = "hexapod_control"
 # robot_state_publisher with the full joint state, and RViz: next to this file, installed or not.
 VISUALIZATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "visualization.launch.py")
@@ -35,12 +40,12 @@ def generate_launch_description():
     common = {"params_file": ParameterValue(params_file, value_type=str)}
 
     arguments = [
-        DeclareLaunchArgument("backend", default_value="embedded", choices=["embedded", "mujoco"],
-                              description="simulated plant: the reduced model or the MuJoCo multibody model"),
-        DeclareLaunchArgument("controller", default_value="computed_torque", choices=["double_loop", "computed_torque"],
+        DeclareLaunchArgument("backend", default_value="embedded", choices=list(BACKENDS),
+                              description="simulated plant: the reduced model, the MuJoCo multibody model, or the "
+                                          "Gazebo description in DART (needs dartpy)"),
+        DeclareLaunchArgument("controller", default_value="computed_torque", choices=list(CONTROLLER_NAMES),
                               description="control law of the controller node"),
-        DeclareLaunchArgument("trajectory", default_value="operational_space",
-                              choices=["operational_space", "joint_space", "excitation", "hold"],
+        DeclareLaunchArgument("trajectory", default_value="operational_space", choices=list(TRAJECTORY_CHOICES),
                               description="reference trajectory (thesis 6.5, thesis 6.82, the identification run, or hold)"),
         DeclareLaunchArgument("use_sim_time", default_value="true", choices=["true", "false"],
                               description="run the nodes on the simulator's /clock"),
