@@ -22,7 +22,10 @@ from launch import LaunchDescription
 from launch.actions import IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
+
+from hexapod_control.ros.conventions import TOPICS
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / "launch" / "simulation.launch.py"
 # Four node processes start, discover each other (~3 s) and the simulation must advance.
@@ -51,7 +54,7 @@ class TestClosedLoopRuns(unittest.TestCase):
         rclpy.shutdown()
 
     def test_clock_advances_with_commands_poses_and_a_healthy_controller(self):
-        seen = {"clock": 0.0, "commands": [], "poses": [], "controller": [], "errors": []}
+        seen = {"clock": 0.0, "commands": [], "poses": [], "full_states": [], "controller": [], "errors": []}
 
         def on_clock(message):
             seen["clock"] = message.clock.sec + 1e-9 * message.clock.nanosec
@@ -64,12 +67,16 @@ class TestClosedLoopRuns(unittest.TestCase):
 
         def complete():
             tracking = any(math.isfinite(e) for e in seen["errors"])  # NaN until a control step ran
-            return seen["clock"] >= SIM_TIME_TO_REACH_S and seen["commands"] and seen["poses"] and tracking
+            # The full joint state too: every node is up before the launch shuts down (a node
+            # interrupted while it starts exits with an error).
+            started = seen["commands"] and seen["poses"] and seen["full_states"]
+            return seen["clock"] >= SIM_TIME_TO_REACH_S and started and tracking
 
         self.node.create_subscription(Clock, "/clock", on_clock, 10)
         self.node.create_subscription(Float64MultiArray, "/effort_controller/commands", seen["commands"].append, 10)
         self.node.create_subscription(PoseStamped, "/hexapod/platform_pose", seen["poses"].append, 10)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+        self.node.create_subscription(JointState, TOPICS["description_joint_states"], seen["full_states"].append, 10)
         # Wait for every topic, not only the clock: this node discovers each publisher separately,
         # and the simulator (/clock) may be matched seconds before the controller.
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
@@ -79,6 +86,7 @@ class TestClosedLoopRuns(unittest.TestCase):
         self.assertTrue(seen["commands"], "no effort command")
         self.assertTrue(all(len(c.data) == 6 for c in seen["commands"]))
         self.assertTrue(seen["poses"], "no platform pose")
+        self.assertTrue(seen["full_states"], "no full joint state for robot_state_publisher")
         faults = [s.message for s in seen["controller"] if s.level == DiagnosticStatus.ERROR]
         self.assertFalse(faults, "controller reported errors")
         # Computed torque on the embedded plant tracks to ~1e-6 m; 1 mm only catches a broken loop.
