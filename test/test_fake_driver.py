@@ -167,11 +167,19 @@ def driver(tmp_path_factory):
     document["hexapod"]["limits"]["actuator_position_max"] = STOP
     params_file = folder / "stops.yaml"
     params_file.write_text(yaml.safe_dump(document))
+    timing_log = folder / "timing.npz"
     process = NodeProcess("hexapod_control.ros.fake_driver", folder / "driver.log", ("params_file", params_file),
-                          ("command_timeout", TIMEOUT))
+                          ("command_timeout", TIMEOUT), ("timing_log", timing_log))
     yield process
     code = process.stop()
     assert code == 0, f"the driver exited with {code} on SIGINT:\n{process.output()}"
+    # On Ctrl-C the driver wrote when it stamped each state (ticks 1/rate apart, system time)
+    # and when each command arrived (the tests below sent some).
+    log = np.load(timing_log)
+    stamps = log["state_stamps"]
+    assert stamps.size > RATE and np.all(np.diff(stamps) > 0)
+    assert np.median(np.diff(stamps)) == pytest.approx(PERIOD, rel=SCHEDULE_TOLERANCE)
+    assert log["command_arrivals"].size >= 3 and stamps[0] < log["command_arrivals"][0] < time.time()
 
 
 class Listener:
@@ -288,11 +296,12 @@ def test_a_command_is_applied_until_the_timeout_and_a_malformed_one_never(listen
     for _, _, _, effort in listener.states[start:]:
         assert effort in (tuple(command), (0.0,) * 6)  # the malformed values never appear
 
-    def counted():
+    def counted():  # the timeout's status follows the state that shows zero force: wait for it too
         values = listener.latest_values()
-        return int(values["commands_received"]) - int(before["commands_received"]) == 3
+        return (int(values["commands_received"]) - int(before["commands_received"]) == 3
+                and int(values["command_timeouts"]) > int(before["command_timeouts"]))
 
-    listener.wait(counted, "the three commands counted in the diagnostics")
+    listener.wait(counted, "the three commands and the timeout counted in the diagnostics")
     after = listener.latest_values()
     assert int(after["commands_rejected"]) - int(before["commands_rejected"]) == 2
     assert int(after["command_timeouts"]) - int(before["command_timeouts"]) == 1

@@ -4,11 +4,14 @@ The stack runs on sim time: the driver publishes /clock = the plant's time befor
 (stamped with it), so the stack's staleness checks see no age however slowly the test runs.
 """
 
+import threading
+
 import numpy as np
 import pytest
 
 pytest.importorskip("rclpy")
 from geometry_msgs.msg import PoseStamped
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, spin_until
@@ -25,7 +28,9 @@ from hexapod_control.ros.robot_stack import RobotStackNode
 
 PARAMETERS = load_parameters()
 DURATION_S = 1.0  # 1000 joint states: the 6.5 ramp has begun to move the platform
+WAIT_SET_DURATION_S = 0.2
 PUBLISH_RATE_HZ = 50.0
+THREAD_JOIN_TIMEOUT_S = 10.0
 # Computed torque on the plant of the same model, each command applied before the next step:
 # measured 2.2e-7 m over the first second (the delay compensation expects one period of delay
 # that this driver does not have). Bounds about 3x the measured values.
@@ -36,8 +41,27 @@ HOLD_FORCE_TOLERANCE_N = 1e-12  # measured 4e-16 N once settled at rest
 
 
 def stack_node(context, **parameters):
-    overrides = [Parameter(name, value=value) for name, value in {**parameters, "use_sim_time": True}.items()]
+    """The stack on sim time; run by the test's executor unless ``executor`` says "wait_set"."""
+    parameters = {"executor": "single_threaded", **parameters, "use_sim_time": True}
+    overrides = [Parameter(name, value=value) for name, value in parameters.items()]
     return RobotStackNode(context=context, parameter_overrides=overrides)
+
+
+class OwnLoop:
+    """The stack's own wait-set loop (its default) in a thread of its own, stopped with the context."""
+
+    def __init__(self, node, context):
+        self.context = context
+        self.executor = SingleThreadedExecutor(context=context)
+        self.executor.add_node(node)
+        self.thread = threading.Thread(target=node.spin, args=(self.executor,), daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.context.try_shutdown()
+        self.thread.join(THREAD_JOIN_TIMEOUT_S)
+        assert not self.thread.is_alive(), "the wait-set loop did not end with its context"
+        self.executor.shutdown()
 
 
 class Driver:
@@ -73,24 +97,33 @@ class Driver:
         self.publisher.publish(message)
 
 
-def test_the_stack_tracks_in_one_process_and_publishes_decimated(context, executor):
+@pytest.mark.parametrize("stack_executor, duration", [
+    ("single_threaded", DURATION_S),
+    # The wait-set loop takes /clock from its 10 ms executor poll, which paces this lockstep test.
+    ("wait_set", WAIT_SET_DURATION_S),
+])
+def test_the_stack_tracks_in_one_process_and_publishes_decimated(context, executor, stack_executor, duration):
     node = stack_node(context, controller="computed_torque", gain_set="simulated_plant", arm_on_start=True,
-                      autostart=True, publish_rate=PUBLISH_RATE_HZ)
+                      autostart=True, publish_rate=PUBLISH_RATE_HZ, executor=stack_executor)
     driver_node = Node("test_driver", context=context)
     plant = make_plant("embedded", PARAMETERS)
     driver = Driver(driver_node, plant, node, executor)
-    executor.add_node(node)
+    own_loop = OwnLoop(node, context) if stack_executor == "wait_set" else None
+    if own_loop is None:
+        executor.add_node(node)
     executor.add_node(driver_node)
     spin_until(executor, lambda: driver.publisher.get_subscription_count() >= 1 and driver.clock.get_subscription_count() >= 1
                and node.command_publisher.get_subscription_count() >= 1, DISCOVERY_TIMEOUT_S, "discovery")
-    steps = round(DURATION_S / plant.dt)
+    steps = round(duration / plant.dt)
     for _ in range(steps):
         driver.step(executor)
     spin_until(executor, lambda: len(driver.poses) >= 2 and len(driver.references) >= 2, DELIVERY_TIMEOUT_S, "outputs")
+    if own_loop is not None:
+        own_loop.stop()
     assert node.supervisor.state.value == "armed"
     assert len(driver.commands) == steps  # every joint state answered once
     # Decimated: one pose and one reference per 1 / publish_rate of joint-state stamps.
-    expected = DURATION_S * PUBLISH_RATE_HZ
+    expected = duration * PUBLISH_RATE_HZ
     assert expected - 2 <= len(driver.poses) <= expected + 2
     # Reference and measured pose of the same stamps: the platform where the trajectory says.
     model = HexapodModel(PARAMETERS)

@@ -94,15 +94,20 @@ class ControllerNode(HexapodNode):
         safety = parameters.safety
         self.command_publisher = self.create_publisher(Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS)
         self.diagnostics = DiagnosticsPublisher(self, TOPICS["diagnostics"], f"{self.get_name()}: safety", safety.diagnostics_period)
-        self.create_subscription(JointState, TOPICS["joint_states"], self._on_joint_state, RELIABLE_QOS)
         if self.takes_references:
             self.create_subscription(MultiDOFJointTrajectory, TOPICS["reference"], self._on_reference, RELIABLE_QOS)
         self.create_service(SetBool, "~/arm", self._on_arm)
-        self.create_timer(safety.watchdog_period, self._on_watchdog)
         self.steady_timeout = safety.sim_time_stall_timeout if use_sim_time else safety.joint_state_timeout
-        self.create_timer(safety.watchdog_period, self._on_steady_watchdog, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_timer(safety.diagnostics_period, self._on_diagnostics_timer)
         self.commands_published = 0
+        self._create_loop(safety.watchdog_period)
+
+    def _create_loop(self, watchdog_period: float) -> None:
+        """The joint-state subscription and both watchdogs, run by the executor (the robot stack may
+        run them in a loop of its own)."""
+        self.create_subscription(JointState, TOPICS["joint_states"], self._on_joint_state, RELIABLE_QOS)
+        self.create_timer(watchdog_period, self._on_watchdog)
+        self.create_timer(watchdog_period, self._on_steady_watchdog, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     @property
     def last_decision(self) -> Decision | None:

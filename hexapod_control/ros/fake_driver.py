@@ -24,14 +24,22 @@ Publishes   ``/joint_states`` (sensor_msgs/JointState) once per loop tick, as
 Parameters  ``params_file``; ``rate`` [Hz] (default ``simulation.rate``, which it must divide);
             ``command_timeout`` [s] (default ``DEFAULT_COMMAND_TIMEOUT_S``).
 
-Loop. A dedicated thread sleeps to absolute ``time.monotonic`` deadlines 1/``rate`` apart and does
-all the work of a tick itself (apply the command, step, publish), so neither an rclpy timer's
-scheduling nor the executor's callbacks sit between the deadline and the state going out; the
-executor thread only receives commands. Each tick advances the plant by the scheduled wall time
-since the last tick (``simulation.rate`` / ``rate`` plant steps). A tick that starts a whole
-period or more late is an overrun: the ticks it missed are counted and not run, and the plant
+Loop. One thread does everything (:class:`hexapod_control.ros.wait_set_loop.WaitSetLoop`): it
+waits for commands until the next absolute ``time.monotonic`` deadline, 1/``rate`` apart, and at the
+deadline does the work of a tick itself (apply the command, step, publish), so neither an rclpy
+timer's scheduling nor a second Python thread competing for the interpreter lock sits between the
+deadline and the state going out (with a loop thread beside an executor thread the GIL hand-over
+alone cost whole periods: 320 overruns in 15 s). Each tick advances the plant by the scheduled
+wall time since the last tick (``simulation.rate`` / ``rate`` plant steps). A tick that starts a
+whole period or more late is an overrun: the ticks it missed are counted and not run, and the plant
 catches up on their steps with the forces of the late tick, because a real robot keeps moving
 while its PC stalls.
+
+Answers. /diagnostics reports the commands received per joint state published since the last
+report. With the parameter ``timing_log`` set to a path, the driver writes there on shutdown when
+each joint state was stamped and each command arrived (:mod:`hexapod_control.ros.timing_log`):
+with the robot stack's own log, benchmarks/bench_loop.py finds each command's latency and the tick
+that first applied it.
 
 What the drive side must do. The controller node is the last place that decides a force: if
 its process dies or is silenced, nothing sends another command and ros2_control's
@@ -66,7 +74,6 @@ platform rests on its stops and the controller can arm).
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections import deque
 
@@ -85,9 +92,12 @@ from hexapod_control.ros.common import (
     RELIABLE_QOS,
     DiagnosticsPublisher,
     HexapodNode,
+    declare_timing_log,
     run_node,
 )
 from hexapod_control.ros.conventions import TOPICS, effort_array
+from hexapod_control.ros.timing_log import TimingLog
+from hexapod_control.ros.wait_set_loop import WaitSetLoop
 from hexapod_control.simulation.embedded import EmbeddedSimulator
 
 NODE_NAME = "hexapod_fake_driver"
@@ -97,8 +107,9 @@ NODE_NAME = "hexapod_fake_driver"
 DEFAULT_COMMAND_TIMEOUT_S = 0.05
 # simulation.rate / rate must be a whole number of plant steps per tick, up to float round-off.
 STEPS_PER_TICK_TOLERANCE = 1e-9
-# How long destroy_node waits for the loop thread to finish its tick [s].
-LOOP_JOIN_TIMEOUT_S = 1.0
+# Parameter services and /diagnostics' neighbours are served this often between ticks [s]: a
+# parameter request waits at most this long, and polling the executor costs nothing in between.
+SERVICE_POLL_PERIOD_S = 0.01
 PERIOD_PERCENTILE = 99.0  # reported tick-period percentile
 
 
@@ -277,7 +288,6 @@ class FakeDriverNode(HexapodNode):
     default_name = NODE_NAME
 
     def _setup(self, parameters: HexapodParameters) -> None:
-        self._thread: threading.Thread | None = None
         self.joint_names = list(parameters.ros.joint_names)
         self.rate = declare_positive(self, "rate", parameters.simulation.rate, "loop rate [Hz]; must divide simulation.rate")
         self.steps_per_tick = steps_per_tick(parameters.simulation.rate, self.rate, parameters.source)
@@ -290,57 +300,49 @@ class FakeDriverNode(HexapodNode):
                 f"ROS parameter 'command_timeout' = {timeout} s of node {self.get_name()!r} is shorter than one loop "
                 f"period ({self.period} s): every command would expire before the next tick"
             )
+        timing_log = declare_timing_log(self, "state stamps and command arrivals")
         self.command = CommandHold(len(self.joint_names), timeout)
+        self.timing_log = TimingLog(timing_log, ("state_stamps", "command_arrivals"))
+        self.window_states = self.window_commands = 0  # since the last /diagnostics
         self.plant = EndStopPlant(EmbeddedSimulator(parameters), parameters.limits)
         self.timing = TickSchedule(self.period, time.monotonic(), round(parameters.safety.diagnostics_period * self.rate))
-        self.failure = ""  # why the loop stopped ("" while it runs)
 
-        self._state = JointState()  # reused: publish serialises it at once, and one thread fills it
+        self._state = JointState()  # reused: publish serialises it at once
         self._state.name = self.joint_names
         self.state_publisher = self.create_publisher(JointState, TOPICS["joint_states"], RELIABLE_QOS)
         self.diagnostics = DiagnosticsPublisher(
             self, TOPICS["diagnostics"], f"{self.get_name()}: fake ros2_control driver", parameters.safety.diagnostics_period
         )
         self._throttle = DiagnosticThrottle(parameters.safety.diagnostics_period)
-        self.create_subscription(Float64MultiArray, TOPICS["effort_commands"], self._on_command, RELIABLE_QOS)
+        self.loop = WaitSetLoop(self, Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS, self._on_commands,
+                                lambda: self.timing.deadline, self._on_deadline, SERVICE_POLL_PERIOD_S)
 
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"{NODE_NAME}_loop", daemon=True)
-        self._thread.start()
+    def spin(self, executor) -> None:
+        self.loop.spin(executor)
 
-    # -------------------------------------------------------------- commands (executor thread)
-    def _on_command(self, message: Float64MultiArray) -> None:
-        try:
-            self.command.receive(message.data, time.monotonic())
-        except InvalidInputError as error:
-            self.get_logger().warning(f"rejecting effort command, not applied: {error}", throttle_duration_sec=1.0)
+    # -------------------------------------------------------------- commands
+    def _on_commands(self, messages: list[Float64MultiArray]) -> None:
+        now, arrival = time.monotonic(), time.time()
+        for message in messages:  # every one is counted; the last valid one is held
+            self.timing_log.record("command_arrivals", arrival)
+            self.window_commands += 1
+            try:
+                self.command.receive(message.data, now)
+            except InvalidInputError as error:
+                self.get_logger().warning(f"rejecting effort command, not applied: {error}", throttle_duration_sec=1.0)
 
-    # -------------------------------------------------------------- loop (its own thread)
-    def _run(self) -> None:
-        try:
-            self._loop()
-        except Exception as error:
-            if not self.context.ok():
-                return  # Ctrl-C: the context went away under a publish
-            # A bug, not a plant problem (those are handled): stop the node rather than leave it
-            # silent with the last force applied.
-            self.failure = f"{type(error).__name__}: {error}"
-            self.get_logger().fatal(f"driver loop stopped: {self.failure}")
-            self.context.try_shutdown()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set() and self.context.ok():
-            now = time.monotonic()
-            if now < self.timing.deadline:
-                time.sleep(self.timing.deadline - now)
-                now = time.monotonic()
-            self._tick(now, self.timing.begin(now) * self.steps_per_tick)
+    # -------------------------------------------------------------- ticks
+    def _on_deadline(self, now: float) -> None:
+        self._tick(now, self.timing.begin(now) * self.steps_per_tick)
 
     def _tick(self, now: float, steps: int) -> None:
         forces, commanded = self.command.forces(now)
         self.plant.advance(forces, steps)
         state = self._state
-        state.header.stamp = self.get_clock().now().to_msg()
+        stamp = self.get_clock().now()
+        state.header.stamp = stamp.to_msg()
+        self.timing_log.record("state_stamps", stamp.nanoseconds * 1e-9)
+        self.window_states += 1
         state.position = self.plant.joint_positions().tolist()
         state.velocity = self.plant.joint_velocities().tolist()
         state.effort = self.plant.applied_forces.tolist()
@@ -367,28 +369,22 @@ class FakeDriverNode(HexapodNode):
             "loop_ticks": self.timing.ticks,
             "loop_overruns": self.timing.overruns,
             **self.timing.summary(),
+            "commands_per_state": self.window_commands / self.window_states if self.window_states else math.nan,
             "plant_steps": self.plant.steps,
             "end_stop_contacts": self.plant.end_stop_contacts,
             "collapse": self.plant.collapse,
         }
+        self.window_states = self.window_commands = 0
         self.diagnostics.publish(self.get_clock().now().nanoseconds * 1e-9, level, text, values)
 
     def destroy_node(self) -> None:
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join(LOOP_JOIN_TIMEOUT_S)
+        if hasattr(self, "timing_log"):
+            self.timing_log.save()
         super().destroy_node()
 
 
 def main(args=None) -> int:
-    nodes: list[FakeDriverNode] = []
-
-    def build() -> FakeDriverNode:
-        nodes.append(FakeDriverNode())
-        return nodes[-1]
-
-    code = run_node(build, NODE_NAME, args)
-    return 1 if nodes and nodes[0].failure else code
+    return run_node(FakeDriverNode, NODE_NAME, args)
 
 
 if __name__ == "__main__":

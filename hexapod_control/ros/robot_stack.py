@@ -19,19 +19,32 @@ Changes     validated when they happen, never per cycle: ``~/start`` and ``~/sto
             (std_srvs/Trigger), ``~/goal_pose`` (geometry_msgs/PoseStamped in the base frame: a
             smooth move checked along its path by inverse kinematics).
 Parameters  those of the controller node; ``trajectory`` (run by ~/start); ``autostart``
-            (simulation only); ``publish_rate`` [Hz].
+            (simulation only); ``publish_rate`` [Hz]; ``executor`` (below); ``timing_log``: a
+            path where the answered stamp and publication time of every command are written on
+            shutdown (:mod:`hexapod_control.ros.timing_log`).
+Diagnostics those of the controller node, plus the executor, the superseded joint states and the
+            latency from a joint state's stamp to its command's publication (median, p99, max
+            since the last status; NaN under use_sim_time, where stamps are not wall-clock times).
 
-Executor. rclpy's SingleThreadedExecutor. The EventsExecutor (rclpy.experimental), 2.5x faster
-inside the lockstep stacks' spin_once loops, answered no joint state at all when spun with spin()
-in this process against the fake driver, and ignored SIGTERM (kilted wheels, measured here).
+Executor (parameter ``executor``). ``wait_set`` (default): the joint states wait alone in a wait
+set of their own (:mod:`hexapod_control.ros.wait_set_loop`) and the watchdog checks run in that
+loop at ``safety.watchdog_period``; services, parameters and the diagnostics timer are served by
+polling the executor every ``SERVICE_POLL_PERIOD_S``. When the loop falls behind, only the newest
+waiting joint state is answered (the older ones are counted as ``superseded_joint_states``: an
+answer to them would be overwritten at once). ``single_threaded``: rclpy's SingleThreadedExecutor
+runs everything, as in the controller node. ``events``: rclpy's EventsExecutor (experimental).
+What each costs is measured by benchmarks/bench_loop.py (README, "The 1 kHz loop").
 """
 
 from __future__ import annotations
 
 import math
+import time
 
 from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.experimental import EventsExecutor
+from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
@@ -43,6 +56,7 @@ from hexapod_control.ros.common import (
     answer_change,
     declare_choice,
     declare_flag,
+    declare_timing_log,
     pose_vector,
     reference_message,
     run_node,
@@ -51,9 +65,15 @@ from hexapod_control.ros.common import (
 )
 from hexapod_control.ros.controller_node import ControllerNode
 from hexapod_control.ros.conventions import TOPICS, check_frame, reference_point_from_euler
+from hexapod_control.ros.timing_log import LatencyWindow, TimingLog
+from hexapod_control.ros.wait_set_loop import WaitSetLoop
 
 NODE_NAME = "hexapod_robot_stack"
 DEFAULT_PUBLISH_RATE_HZ = 50.0  # decimated outputs: enough for RViz and plots, negligible CPU
+EXECUTORS = ("wait_set", "single_threaded", "events")
+# Services, parameters and the diagnostics timer wait at most this long [s]; a poll of the
+# executor costs about 0.1 ms, 1 % of a core at this rate.
+SERVICE_POLL_PERIOD_S = 0.01
 
 
 class RobotStackNode(ControllerNode):
@@ -82,8 +102,64 @@ class RobotStackNode(ControllerNode):
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
 
+    def _create_loop(self, watchdog_period: float) -> None:
+        self.timing_log = TimingLog(declare_timing_log(self, "each command's answered stamp and publication time"),
+                                    ("answer_stamps", "publish_times"))
+        self.latencies = LatencyWindow()  # stamp -> command published, for /diagnostics
+        self._answering = math.nan  # the stamp of the joint state being answered (NaN: a watchdog's command)
+        self._wall_clock = not self.get_parameter("use_sim_time").value  # stamps comparable with time.time()
+        self.executor_choice = declare_choice(self, "executor", EXECUTORS[0], EXECUTORS,
+                                              "wait_set: the joint states in a loop of their own; or an rclpy executor")
+        self.superseded_joint_states = 0
+        if self.executor_choice != "wait_set":
+            super()._create_loop(watchdog_period)
+            return
+        self.watchdog_period = watchdog_period
+        self._next_watchdog = time.monotonic() + watchdog_period
+        self.loop = WaitSetLoop(self, JointState, TOPICS["joint_states"], RELIABLE_QOS, self._on_joint_states,
+                                lambda: self._next_watchdog, self._on_watchdogs, SERVICE_POLL_PERIOD_S)
+
+    def spin(self, executor) -> None:
+        if self.executor_choice == "wait_set":
+            self.loop.spin(executor)
+        elif self.executor_choice == "events":
+            executor.remove_node(self)
+            events = EventsExecutor(context=self.context)
+            events.add_node(self)
+            try:
+                events.spin()
+            finally:
+                events.shutdown()
+        else:
+            executor.spin()
+
     # -------------------------------------------------------------- hot path
+    def _on_joint_states(self, messages: list[JointState]) -> None:
+        self.superseded_joint_states += len(messages) - 1
+        self._on_joint_state(messages[-1])
+
+    def _on_watchdogs(self, now: float) -> None:
+        self._next_watchdog = now + self.watchdog_period
+        self._on_watchdog()
+        self._on_steady_watchdog()
+
+    def _publish_forces(self, forces) -> None:
+        self.timing_log.record("answer_stamps", self._answering)
+        self.timing_log.record("publish_times", time.time())
+        super()._publish_forces(forces)
+
+    def _publish_status(self, now: float, status) -> None:
+        values = {**status.values, "executor": self.executor_choice, "superseded_joint_states": self.superseded_joint_states,
+                  **self.latencies.report()}
+        self.diagnostics.publish(now, status.level, status.message, values)
+
+    def destroy_node(self) -> None:
+        if hasattr(self, "timing_log"):
+            self.timing_log.save()
+        super().destroy_node()
+
     def _before_joint_state(self, stamp: float) -> None:
+        self._answering = stamp
         if self._autostart:
             self._autostart = False  # at the first joint state: the trajectory's t = 0 is its stamp
             self.player.start(stamp, autostart=True)
@@ -94,6 +170,9 @@ class RobotStackNode(ControllerNode):
             self.get_logger().error(failure)
 
     def _after_joint_state(self, stamp: float, record) -> None:
+        self._answering = math.nan
+        if self._wall_clock:
+            self.latencies.add(time.time() - stamp)
         if record.pose is not None and self.player.active is None:
             self.player.measured(record.pose, stamp)  # the first hold, before anything is started
         if stamp >= self._next_publication:

@@ -1,0 +1,117 @@
+"""One hot subscription served by a wait set of its own, beside the node's executor.
+
+Why. rclpy's executors rebuild their wait set from every entity of the node (its services, the six
+parameter services, timers, the /clock subscription) and run a generator and a task per callback.
+In the 1 kHz loop that was a third of the controller's CPU (py-spy) and most of the time from a
+joint state's arrival to its answer. Here the one subscription the loop lives on (the joint states
+of the robot stack, the effort commands of the fake driver) waits alone in a wait set of two
+entries, it and the Ctrl-C guard condition, and its messages are taken directly. The rest of the
+node (services, parameter services, timers, /clock) stays with the executor, which is polled
+without waiting every ``poll_period``: a service answers within that, and costs nothing between.
+
+The owner gives a deadline (monotonic seconds) and what to do at it: the fake driver's next tick,
+the robot stack's next watchdog check. The wait never outlasts the deadline, so timing work runs on
+time however quiet the subscription is.
+
+The loop's subscription belongs to an :class:`OwnLoopGroup`, which the executor never runs, so
+nothing takes its messages but this loop. Everything runs in the calling thread: the owner's state
+needs no lock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rclpy.callback_groups import CallbackGroup
+from rclpy.executors import Executor, ExternalShutdownException, ShutdownException, TimeoutException
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.signals import SignalHandlerGuardCondition
+
+NANOSECONDS = 1e9
+
+
+class OwnLoopGroup(CallbackGroup):
+    """Entities a :class:`WaitSetLoop` serves: the executor never adds them to its wait set."""
+
+    def can_execute(self, entity) -> bool:
+        return False
+
+    def beginning_execution(self, entity) -> bool:
+        return False
+
+    def ending_execution(self, entity) -> None:
+        pass
+
+
+class WaitSetLoop:
+    """Serve one subscription of ``node`` from a wait set of its own; poll the executor for the rest.
+
+    The loop subscribes to ``topic`` itself (in an :class:`OwnLoopGroup`). ``on_messages(messages)``
+    gets every message taken at one wake, oldest first (more than one when the loop fell behind);
+    ``deadline()`` is the next monotonic time ``on_deadline(now)`` is due. ``poll_period`` [s]:
+    how often the executor's ready callbacks are run.
+    """
+
+    def __init__(self, node, message_type, topic: str, qos, on_messages: Callable[[list], None],
+                 deadline: Callable[[], float], on_deadline: Callable[[float], None], poll_period: float):
+        self.node = node
+        # The executor never runs this callback (OwnLoopGroup); rclpy requires one.
+        self.subscription = node.create_subscription(message_type, topic, lambda message: on_messages([message]), qos,
+                                                     callback_group=OwnLoopGroup())
+        self.on_messages = on_messages
+        self.deadline = deadline
+        self.on_deadline = on_deadline
+        self.poll_period = poll_period
+
+    def spin(self, executor: Executor) -> None:
+        """Run until the context shuts down (Ctrl-C, SIGTERM or rclpy.shutdown)."""
+        context = self.node.context
+        interrupt = SignalHandlerGuardCondition(context)
+        subscription = self.subscription
+        next_poll = time.monotonic()
+        try:
+            # The handles stay valid while the wait set holds them, as in rclpy's executors.
+            with context.handle, subscription.handle, interrupt.handle:
+                wait_set = _rclpy.WaitSet(1, 1, 0, 0, 0, 0, context.handle)
+                while context.ok():
+                    now = time.monotonic()
+                    if now >= next_poll:
+                        self._poll(executor)
+                        next_poll = now + self.poll_period
+                    wait_until = min(self.deadline(), next_poll)
+                    wait_set.clear_entities()
+                    wait_set.add_subscription(subscription.handle)
+                    wait_set.add_guard_condition(interrupt.handle)
+                    wait_set.wait(max(int((wait_until - time.monotonic()) * NANOSECONDS), 0))
+                    if wait_set.is_ready("subscription", 0):
+                        messages = self._take_all()
+                        if messages:
+                            self.on_messages(messages)
+                    now = time.monotonic()
+                    if now >= self.deadline():
+                        self.on_deadline(now)
+        finally:
+            interrupt.destroy()
+
+    def _take_all(self) -> list:
+        messages = []
+        subscription = self.subscription
+        while True:
+            taken = subscription.handle.take_message(subscription.msg_type, subscription.raw)
+            if taken is None:
+                return messages
+            messages.append(taken[0])
+
+    @staticmethod
+    def _poll(executor: Executor) -> None:
+        """Run every callback the executor has ready now, without waiting."""
+        while True:
+            try:
+                handler, _entity, _node = executor.wait_for_ready_callbacks(timeout_sec=0.0)
+            except (TimeoutException, ShutdownException, ExternalShutdownException):
+                return  # nothing ready; or shutting down, which ends the loop
+            handler()
+            exception = handler.exception()
+            if exception is not None:
+                raise exception
