@@ -1,29 +1,38 @@
 """The 1 kHz loop through ROS 2: hexapod_robot_stack against hexapod_fake_driver, as separate processes.
 
     python benchmarks/bench_loop.py [--seconds 60] [--controllers double_loop computed_torque]
+                                    [--executors wait_set single_threaded events] [--rate 1000]
 
-For each controller: the fake driver (its own wall-clock loop at ``simulation.rate``) and the robot
-stack run as two processes over DDS on loopback, and a third process listens. Before any command
-the driver applies zero force, so the platform sinks onto its stops (the driver gets the travel
-limit ``STOP_M``: the shipped 0.40 m lies beyond the model's straight-leg collapse); the listener
-then arms the stack (``~/arm``) and starts the 6.5 trajectory (``~/start``: a smooth move from the
-stops to its start, then the trajectory), as an operator would. It prints:
+For each controller and stack executor: the fake driver (its own wall-clock loop at ``--rate``) and
+the robot stack run as two processes over DDS on loopback. Before any command the driver applies
+zero force, so the platform sinks onto its stops (the driver gets the travel limit ``STOP_M``: the
+shipped 0.40 m lies beyond the model's straight-leg collapse); this script then arms the stack
+(``~/arm``) and starts the 6.5 trajectory (``~/start``: a smooth move from the stops to its start,
+then the trajectory), as an operator would, and measures for ``--seconds`` from ``SETTLE_S`` later.
 
-* joint states answered: commands received / joint states published over the run (the stack
-  answers each new joint state once);
-* latency stamp -> command: arrival time of each command minus the stamp of the newest joint state
-  published before it (one clock: all on this machine), median, p99, max;
-* periods late: how many driver periods after its joint state a command arrives (1 = in time for
-  the next tick), as a histogram;
-* watchdog trips and faults (the stack's diagnostics), CPU per process (from /proc), tracking RMS
-  and max of the position error between the stack's decimated pose and reference (same stamps);
-* the load average before and after, since this machine is shared.
+The loop's timing comes from the two processes' ``timing_log`` files (written when they stop; one
+system clock): the driver's stamps of its joint states and arrival times of the commands, and the
+stack's answered stamp and publication time of each command. An arrival is the command published
+last before it (delivery keeps the order). So no third process has to listen at 1 kHz. Printed
+per run:
+
+* joint states answered: commands that answered a joint state of the window / its joint states;
+* latency from a joint state's stamp to its command's arrival at the driver: median, p99, max;
+* periods late: driver ticks from a command's joint state to the first tick after it arrived
+  (1 = applied at the next tick), as a histogram;
+* the stack's faults (watchdog trips included) and superseded joint states, the driver's overruns;
+* CPU per process (from /proc), the position tracking error RMS and max between the stack's
+  decimated pose and reference (same stamps), and the load average before and after.
+
+First, the compiled control cycle against one MuJoCo step in this process (bench_cycle.py's
+side-by-side measurement, CPU time).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -35,11 +44,18 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 STARTUP_TIMEOUT_S = 120.0  # a cold machine compiles the C code on first use
+EXIT_TIMEOUT_S = 20.0  # for a process to write its log and exit after SIGINT
 STOP_M = 0.30  # [m] the driver's upper travel limit, where the unpowered platform comes to rest
 REST_SPEED_M_S = 1e-6  # the platform rests on its stops when every slider is slower than this
-LATE_BUCKETS = 10  # the histogram's last bucket holds every command this many periods late or more
+LATE_BUCKETS = 5  # the histogram's last bucket holds every command this many periods late or more
+CYCLE_STEPS = 1000  # control periods of the side-by-side cycle measurement
+ANSWERING = 0.9  # commands per joint state at the driver: the stack answers its states
+SETTLE_S = 1.5  # [s] from ~/start to the window: the arming ramp and the move to the start are over
+HISTORY_SEARCH = 20  # [commands] twice the command topic's QoS depth (common.RELIABLE_QOS)
+STAMP_MATCH_S = 1e-6  # stamps saved as float seconds differ from the published ones by < 0.5 us
 
 
 def cpu_seconds(pid: int) -> float:
@@ -47,44 +63,82 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run(controller: str, seconds: float) -> dict:
+def cycle_ratios() -> dict[str, float]:
+    """Median CPU time of each compiled control cycle over one mujoco.mj_step (bench_cycle.py)."""
+    from bench_cycle import SideBySide, clock_cost
+
+    samples, _ = SideBySide(None, CYCLE_STEPS).measure(time.thread_time_ns)
+    cost = clock_cost(time.thread_time_ns)
+    median = {key: max(float(np.median(values)) - cost, 0.0) for key, values in samples.items()}
+    step = median["mujoco.mj_step (1 substep)"]
+    return {key.removesuffix(" (compiled)"): value / step for key, value in median.items() if key.endswith("(compiled)")}
+
+
+def answers(driver, stack, start: float, end: float) -> tuple[int, np.ndarray, Counter, int]:
+    """Joint states stamped in [start, end), the latency [s] of each command that answered one of
+    them (stamp -> arrival at the driver), how many ticks late each was applied (module doc), and
+    how many arrivals precede their publication (0 unless a command was lost on the way)."""
+    stamps, arrivals = driver["state_stamps"], driver["command_arrivals"]
+    answered, published = stack["answer_stamps"], stack["publish_times"]
+    # Delivery keeps the order, so arrival k is publication first + k. The first arrival may be an
+    # older command than the last one published before it: a reliable writer hands a reader that
+    # has just matched what its history (QoS depth) still holds. The right ``first`` is the latest
+    # that leaves no arrival before its publication.
+    latest = int(np.searchsorted(published, arrivals[0], side="right")) - 1
+    candidates = range(latest, max(latest - HISTORY_SEARCH, 0) - 1, -1)
+    acausal, first = min((int(np.sum(arrivals[:published.size - o] < published[o:o + arrivals.size])), -o)
+                         for o in candidates)
+    first = -first
+    count = min(arrivals.size, published.size - first)
+    sent = first + np.arange(count)
+    arrivals = arrivals[:count]
+    stamp = answered[sent]  # NaN: a watchdog's command, which answers no joint state
+    keep = (stamp >= start) & (stamp < end)
+    stamp, arrival = stamp[keep], arrivals[keep]
+    # The tick of the answered state, and the first tick after the command arrived.
+    tick = np.searchsorted(stamps, stamp - STAMP_MATCH_S)
+    applied = np.searchsorted(stamps, arrival, side="right")
+    late = Counter(np.minimum(applied - tick, LATE_BUCKETS).tolist())
+    return int(np.sum((stamps >= start) & (stamps < end))), arrival - stamp, late, acausal
+
+
+def stop(process: subprocess.Popen | None) -> None:
+    """SIGINT (the driver then writes its timing log), SIGKILL if it does not exit."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=EXIT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def run(controller: str, executor: str, seconds: float, rate: float) -> dict:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import PoseStamped
     from rclpy.node import Node
     from sensor_msgs.msg import JointState
-    from std_msgs.msg import Float64MultiArray
     from std_srvs.srv import SetBool, Trigger
     from trajectory_msgs.msg import MultiDOFJointTrajectory
 
-    from hexapod_control.model.parameters import load_parameters
     from hexapod_control.ros.conventions import TOPICS, time_from_stamp
 
-    period = 1.0 / load_parameters().simulation.rate
-    overlay = Path(tempfile.mkdtemp()) / "driver.yaml"
+    folder = Path(tempfile.mkdtemp(prefix="bench_loop_"))
+    overlay, driver_log, stack_log = folder / "driver.yaml", folder / "driver.npz", folder / "stack.npz"
     overlay.write_text(f"extends: {REPO / 'config' / 'hexapod.yaml'}\nhexapod:\n  limits:\n    actuator_position_max: {STOP_M}\n")
     stack = subprocess.Popen(
         [sys.executable, "-m", "hexapod_control.ros.robot_stack", "--ros-args", "-p", f"controller:={controller}",
-         "-p", "gain_set:=simulated_plant"],
+         "-p", "gain_set:=simulated_plant", "-p", f"executor:={executor}", "-p", f"timing_log:={stack_log}"],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     driver = None
     rclpy.init()
     node = Node("hexapod_loop_benchmark")
-    stamps: list[float] = []
-    latencies: list[float] = []
     poses: dict[float, np.ndarray] = {}
     references: dict[float, np.ndarray] = {}
-    faults = {"faults": 0, "stack_states": Counter()}
-
+    status = {"faults": 0, "superseded": 0, "overruns": 0, "problem": ""}
     speeds = [float("inf")]
-
-    def on_state(message):
-        stamps.append(time_from_stamp(message.header.stamp))
-        speeds[0] = max(abs(v) for v in message.velocity)
-
-    def on_command(_message):
-        if stamps:
-            latencies.append(time.time() - stamps[-1])
 
     def on_pose(message):
         p = message.pose.position
@@ -95,16 +149,21 @@ def run(controller: str, seconds: float) -> dict:
         references[time_from_stamp(message.header.stamp)] = np.array([t.x, t.y, t.z])
 
     def on_diagnostics(message):
-        for status in message.status:
-            if status.name.startswith("hexapod_robot_stack"):
-                values = {kv.key: kv.value for kv in status.values}
-                faults["faults"] = max(faults["faults"], int(values.get("faults", 0)))
-                if status.level != b"\x00":
-                    faults["last_problem"] = status.message
-                faults["stack_states"][values.get("state", "?")] += 1
+        for entry in message.status:
+            values = {kv.key: kv.value for kv in entry.values}
+            if entry.name.startswith("hexapod_robot_stack"):
+                status["faults"] = int(values.get("faults", 0))
+                status["superseded"] = int(values.get("superseded_joint_states", 0))
+                status["stack_error"] = values.get("last_error", "")
+                if entry.level != b"\x00":
+                    status["problem"] = entry.message
+            elif entry.name.startswith("hexapod_fake_driver"):
+                status["overruns"] = int(values.get("loop_overruns", 0))
+                status["answering"] = float(values.get("commands_per_state", "nan")) >= ANSWERING
 
-    node.create_subscription(JointState, TOPICS["joint_states"], on_state, 100)
-    node.create_subscription(Float64MultiArray, TOPICS["effort_commands"], on_command, 100)
+    # 1 kHz: listened to only until the platform rests, then destroyed (it would load the machine).
+    rest = node.create_subscription(JointState, TOPICS["joint_states"],
+                                    lambda m: speeds.__setitem__(0, max(abs(v) for v in m.velocity)), 10)
     node.create_subscription(PoseStamped, TOPICS["platform_pose"], on_pose, 100)
     node.create_subscription(MultiDOFJointTrajectory, TOPICS["reference"], on_reference, 100)
     node.create_subscription(DiagnosticArray, TOPICS["diagnostics"], on_diagnostics, 100)
@@ -114,12 +173,16 @@ def run(controller: str, seconds: float) -> dict:
             if time.monotonic() > deadline or stack.poll() is not None:
                 raise RuntimeError(f"the robot stack did not come up: {stack.stderr.read()[-2000:] if stack.poll() is not None else 'timeout'}")
             rclpy.spin_once(node, timeout_sec=0.1)
-        driver = subprocess.Popen([sys.executable, "-m", "hexapod_control.ros.fake_driver", "--ros-args", "-p",
-                                   f"params_file:={overlay}"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        while not (latencies and speeds[0] < REST_SPEED_M_S):
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "hexapod_control.ros.fake_driver", "--ros-args", "-p", f"params_file:={overlay}",
+             "-p", f"rate:={rate}", "-p", f"timing_log:={driver_log}"],
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # An operator arms once the platform rests and the stack answers the driver's states.
+        while speeds[0] >= REST_SPEED_M_S or not status.get("answering"):
             if time.monotonic() > deadline:
-                raise RuntimeError("no command answered a joint state, or the platform never came to rest")
+                raise RuntimeError("the platform never came to rest on its stops, or the stack never answered")
             rclpy.spin_once(node, timeout_sec=0.1)
+        node.destroy_subscription(rest)
         for service, request in (("arm", SetBool.Request(data=True)), ("start", Trigger.Request())):
             client = node.create_client(SetBool if service == "arm" else Trigger, f"/hexapod_robot_stack/{service}")
             client.wait_for_service(timeout_sec=STARTUP_TIMEOUT_S)
@@ -127,60 +190,70 @@ def run(controller: str, seconds: float) -> dict:
             rclpy.spin_until_future_complete(node, future, timeout_sec=STARTUP_TIMEOUT_S)
             if not (future.done() and future.result().success):
                 # The loop's timing is still measured; the report says why nothing tracks.
-                faults["last_problem"] = f"~/{service} refused: {future.result().message if future.done() else 'no answer'}"
+                status["problem"] = (f"~/{service} refused: {future.result().message if future.done() else 'no answer'} "
+                                     f"(the stack's last error: {status.get('stack_error') or 'none'})")
                 break
+        settle = time.monotonic() + SETTLE_S
+        while time.monotonic() < settle:
+            rclpy.spin_once(node, timeout_sec=0.01)
+        before = dict(status)
         load_before = os.getloadavg()[0]
-        stamps.clear(), latencies.clear(), poses.clear(), references.clear()
+        poses.clear(), references.clear()
         cpu_start = {name: cpu_seconds(p.pid) for name, p in (("stack", stack), ("driver", driver))}
-        start = time.monotonic()
+        start, wall_start = time.monotonic(), time.time()
         while time.monotonic() - start < seconds:
             rclpy.spin_once(node, timeout_sec=0.01)
-        wall = time.monotonic() - start
-        cpu = {name: (cpu_seconds(p.pid) - cpu_start[name]) / wall for name, p in (("stack", stack), ("driver", driver))}
-        states, commands = len(stamps), len(latencies)
+        cpu = {name: (cpu_seconds(p.pid) - cpu_start[name]) / (time.monotonic() - start)
+               for name, p in (("stack", stack), ("driver", driver))}
+        wall_end = time.time()
+        load_after = os.getloadavg()[0]
     finally:
-        for process in (stack, driver):
-            if process is not None:
-                process.terminate()
-        for process in (stack, driver):
-            if process is not None:
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        stop(driver)
+        stop(stack)
         node.destroy_node()
         rclpy.shutdown()
-    latency = np.array(latencies)
+    states, latency, late, acausal = answers(np.load(driver_log), np.load(stack_log), wall_start, wall_end)
     common = sorted(set(poses) & set(references))
     errors = np.array([np.linalg.norm(references[t] - poses[t]) for t in common]) if common else np.array([np.nan])
-    late = Counter(min(int(np.ceil(v / period)), LATE_BUCKETS) for v in latency)
     return {
-        "controller": controller, "states": states, "commands": commands,
-        "answered": commands / max(states, 1), "latency": latency, "late": late, "cpu": cpu,
-        "faults": faults["faults"], "problem": faults.get("last_problem", ""), "tracking_rms": float(np.sqrt(np.mean(errors**2))), "tracking_max": float(np.max(errors)),
-        "samples": len(common), "load": (load_before, os.getloadavg()[0]), "listener_rate": states / wall,
+        "states": states, "commands": latency.size, "latency": latency, "late": late, "cpu": cpu,
+        "faults": status["faults"] - before["faults"], "superseded": status["superseded"] - before["superseded"],
+        "overruns": status["overruns"] - before["overruns"], "problem": status["problem"],
+        "tracking_rms": float(np.sqrt(np.mean(errors**2))), "tracking_max": float(np.max(errors)),
+        "samples": len(common), "load": (load_before, load_after), "acausal": acausal,
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per controller (default: %(default)s)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per run (default: %(default)s)")
     parser.add_argument("--controllers", nargs="+", default=["double_loop", "computed_torque"])
+    parser.add_argument("--executors", nargs="+", default=["wait_set"], help="the stack's executor parameter")
+    parser.add_argument("--rate", type=float, default=1000.0, help="the driver's loop rate [Hz]")
     args = parser.parse_args()
     print(f"# CPython {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
-    for controller in args.controllers:
-        r = run(controller, args.seconds)
-        lat = r["latency"] * 1e3
-        print(f"\n## {controller}: {args.seconds:g} s, load average {r['load'][0]:.2f} -> {r['load'][1]:.2f}")
-        print(f"joint states seen {r['states']} ({r['listener_rate']:.0f}/s by the listener), commands {r['commands']}: "
-              f"answered {100 * r['answered']:.2f} %")
-        print(f"latency stamp -> command [ms]: median {np.median(lat):.3f}, p99 {np.percentile(lat, 99):.3f}, max {np.max(lat):.3f}")
-        print("periods late (1 = applied at the next tick): "
-              + ", ".join(f"{k}{'+' if k == LATE_BUCKETS else ''}: {v}" for k, v in sorted(r["late"].items())))
-        print(f"faults (watchdog trips included): {r['faults']}" + (f"; last problem: {r['problem']}" if r["problem"] else ""))
-        print("CPU per process [fraction of a core]: " + ", ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items()))
-        print(f"tracking over {r['samples']} decimated samples: position error RMS {r['tracking_rms'] * 1e3:.4f} mm, "
-              f"max {r['tracking_max'] * 1e3:.4f} mm")
+    ratios = cycle_ratios()
+    print("compiled control cycle / one mujoco.mj_step, CPU medians in this process: "
+          + ", ".join(f"{name} {ratio:.2f}" for name, ratio in ratios.items()))
+    for executor in args.executors:
+        for controller in args.controllers:
+            r = run(controller, executor, args.seconds, args.rate)
+            lat = r["latency"] * 1e3 if r["latency"].size else np.array([np.nan])
+            period = 1.0 / args.rate
+            print(f"\n## {controller}, executor {executor}, driver at {args.rate:g} Hz: {args.seconds:g} s, "
+                  f"load average {r['load'][0]:.2f} -> {r['load'][1]:.2f}")
+            print(f"joint states {r['states']} ({r['states'] / args.seconds:.0f}/s), commands {r['commands']}: "
+                  f"answered {100 * r['commands'] / max(r['states'], 1):.2f} %; superseded in the stack {r['superseded']}")
+            print(f"latency stamp -> command at the driver [ms]: median {np.median(lat):.3f}, "
+                  f"p99 {np.percentile(lat, 99):.3f}, max {np.max(lat):.3f} (period {period * 1e3:g} ms)")
+            print("periods late (1 = applied at the next tick): "
+                  + ", ".join(f"{k}{'+' if k == LATE_BUCKETS else ''}: {v}" for k, v in sorted(r["late"].items()))
+                  + (f"; {r['acausal']} arrivals before their publication: commands were lost" if r["acausal"] else ""))
+            print(f"stack faults (watchdog trips included): {r['faults']}; driver overruns: {r['overruns']}"
+                  + (f"; last problem: {r['problem']}" if r["problem"] else ""))
+            print("CPU per process [fraction of a core]: " + ", ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items()))
+            print(f"tracking over {r['samples']} decimated samples: position error RMS {r['tracking_rms'] * 1e3:.4f} mm, "
+                  f"max {r['tracking_max'] * 1e3:.4f} mm")
 
 
 if __name__ == "__main__":
