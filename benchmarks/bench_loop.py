@@ -2,6 +2,7 @@
 
     python benchmarks/bench_loop.py [--seconds 60] [--controllers double_loop computed_torque]
                                     [--executors wait_set single_threaded events] [--rate 1000]
+                                    [--realtime-priority 0]
 
 For each controller and stack executor: the fake driver (its own wall-clock loop at ``--rate``) and
 the robot stack run as two processes over DDS on loopback. Before any command the driver applies
@@ -114,7 +115,7 @@ def stop(process: subprocess.Popen | None) -> None:
         process.wait()
 
 
-def run(controller: str, executor: str, seconds: float, rate: float) -> dict:
+def run(controller: str, executor: str, seconds: float, rate: float, priority: int) -> dict:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import PoseStamped
@@ -130,7 +131,7 @@ def run(controller: str, executor: str, seconds: float, rate: float) -> dict:
     overlay.write_text(f"extends: {REPO / 'config' / 'hexapod.yaml'}\nhexapod:\n  limits:\n    actuator_position_max: {STOP_M}\n")
     stack = subprocess.Popen(
         [sys.executable, "-m", "hexapod_control.ros.robot_stack", "--ros-args", "-p", f"controller:={controller}",
-         "-p", "gain_set:=simulated_plant", "-p", f"executor:={executor}", "-p", f"timing_log:={stack_log}"],
+         "-p", "gain_set:=simulated_plant", "-p", f"executor:={executor}", "-p", f"timing_log:={stack_log}", "-p", f"realtime_priority:={priority}"],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     driver = None
     rclpy.init()
@@ -175,7 +176,7 @@ def run(controller: str, executor: str, seconds: float, rate: float) -> dict:
             rclpy.spin_once(node, timeout_sec=0.1)
         driver = subprocess.Popen(
             [sys.executable, "-m", "hexapod_control.ros.fake_driver", "--ros-args", "-p", f"params_file:={overlay}",
-             "-p", f"rate:={rate}", "-p", f"timing_log:={driver_log}"],
+             "-p", f"rate:={rate}", "-p", f"timing_log:={driver_log}", "-p", f"realtime_priority:={priority}"],
             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # An operator arms once the platform rests and the stack answers the driver's states.
         while speeds[0] >= REST_SPEED_M_S or not status.get("answering"):
@@ -188,6 +189,8 @@ def run(controller: str, executor: str, seconds: float, rate: float) -> dict:
             client.wait_for_service(timeout_sec=STARTUP_TIMEOUT_S)
             future = client.call_async(request)
             rclpy.spin_until_future_complete(node, future, timeout_sec=STARTUP_TIMEOUT_S)
+            if service == "arm":
+                faults_at_arming = status["faults"]
             if not (future.done() and future.result().success):
                 # The loop's timing is still measured; the report says why nothing tracks.
                 status["problem"] = (f"~/{service} refused: {future.result().message if future.done() else 'no answer'} "
@@ -217,7 +220,7 @@ def run(controller: str, executor: str, seconds: float, rate: float) -> dict:
     errors = np.array([np.linalg.norm(references[t] - poses[t]) for t in common]) if common else np.array([np.nan])
     return {
         "states": states, "commands": latency.size, "latency": latency, "late": late, "cpu": cpu,
-        "faults": status["faults"] - before["faults"], "superseded": status["superseded"] - before["superseded"],
+        "faults": status["faults"] - faults_at_arming, "superseded": status["superseded"] - before["superseded"],
         "overruns": status["overruns"] - before["overruns"], "problem": status["problem"],
         "tracking_rms": float(np.sqrt(np.mean(errors**2))), "tracking_max": float(np.max(errors)),
         "samples": len(common), "load": (load_before, load_after), "acausal": acausal,
@@ -230,6 +233,8 @@ def main() -> None:
     parser.add_argument("--controllers", nargs="+", default=["double_loop", "computed_torque"])
     parser.add_argument("--executors", nargs="+", default=["wait_set"], help="the stack's executor parameter")
     parser.add_argument("--rate", type=float, default=1000.0, help="the driver's loop rate [Hz]")
+    parser.add_argument("--realtime-priority", type=int, default=0,
+                        help="SCHED_FIFO priority of the stack and the driver (0: normal scheduling)")
     args = parser.parse_args()
     print(f"# CPython {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     ratios = cycle_ratios()
@@ -237,10 +242,11 @@ def main() -> None:
           + ", ".join(f"{name} {ratio:.2f}" for name, ratio in ratios.items()))
     for executor in args.executors:
         for controller in args.controllers:
-            r = run(controller, executor, args.seconds, args.rate)
+            r = run(controller, executor, args.seconds, args.rate, args.realtime_priority)
             lat = r["latency"] * 1e3 if r["latency"].size else np.array([np.nan])
             period = 1.0 / args.rate
-            print(f"\n## {controller}, executor {executor}, driver at {args.rate:g} Hz: {args.seconds:g} s, "
+            print(f"\n## {controller}, executor {executor}, driver at {args.rate:g} Hz, realtime priority "
+                  f"{args.realtime_priority}: {args.seconds:g} s, "
                   f"load average {r['load'][0]:.2f} -> {r['load'][1]:.2f}")
             print(f"joint states {r['states']} ({r['states'] / args.seconds:.0f}/s), commands {r['commands']}: "
                   f"answered {100 * r['commands'] / max(r['states'], 1):.2f} %; superseded in the stack {r['superseded']}")
@@ -249,7 +255,7 @@ def main() -> None:
             print("periods late (1 = applied at the next tick): "
                   + ", ".join(f"{k}{'+' if k == LATE_BUCKETS else ''}: {v}" for k, v in sorted(r["late"].items()))
                   + (f"; {r['acausal']} arrivals before their publication: commands were lost" if r["acausal"] else ""))
-            print(f"stack faults (watchdog trips included): {r['faults']}; driver overruns: {r['overruns']}"
+            print(f"stack faults since arming (watchdog trips included): {r['faults']}; driver overruns: {r['overruns']}"
                   + (f"; last problem: {r['problem']}" if r["problem"] else ""))
             print("CPU per process [fraction of a core]: " + ", ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items()))
             print(f"tracking over {r['samples']} decimated samples: position error RMS {r['tracking_rms'] * 1e3:.4f} mm, "

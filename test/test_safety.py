@@ -532,6 +532,37 @@ def test_reference_steps_while_armed_are_bounded(supervisor, controller, paramet
         assert supervisor.reference.reference.pose.tolist() == home.tolist()  # never tracked
 
 
+@pytest.mark.parametrize(
+    "offset, accepted",
+    [([0.011, 0.0, 0.0, 0.0, 0.0, 0.0], False), ([0.0, 0.0, 0.0, 0.0, 0.0, 0.051], False),
+     ([0.0099, 0.0, 0.0, 0.0, 0.0, 0.0], True), ([0.0, 0.0, 0.0, 0.0, 0.0, 0.049], True)],
+    ids=["1.1cm", "0.051rad", "0.99cm", "0.049rad"],
+)
+def test_validated_samples_keep_the_step_bound_while_armed(supervisor, controller, parameters, home, offset, accepted):
+    q = armed(supervisor, controller, parameters, home)
+    sample = Reference(0.001, home + np.array(offset), np.zeros(6), np.zeros(6))
+    assert supervisor.validated_reference(0.001, sample) == accepted
+    feed(supervisor, 0.001, q)
+    decision = supervisor.command(0.001, controller.update)
+    assert decision.action == (Action.CONTROL if accepted else Action.HOLD)
+    assert (supervisor.state == SupervisorState.FAULT) != accepted
+
+
+@pytest.mark.parametrize("where", ["t", "pose", "velocity", "acceleration"])
+def test_a_non_finite_validated_sample_holds_latched(supervisor, controller, parameters, home, where):
+    q = armed(supervisor, controller, parameters, home)
+    parts = {"t": 0.001, "pose": home.copy(), "velocity": np.zeros(6), "acceleration": np.zeros(6)}
+    if where == "t":
+        parts["t"] = math.nan
+    else:
+        parts[where][1] = math.inf
+    assert not supervisor.validated_reference(0.001, Reference(**parts))
+    feed(supervisor, 0.001, q)
+    assert supervisor.command(0.001, controller.update).action == Action.HOLD
+    assert supervisor.state == SupervisorState.FAULT and "not finite" in supervisor.last_error
+    assert supervisor.reference.reference.pose.tolist() == home.tolist()  # never tracked
+
+
 @pytest.mark.parametrize("axis", [0, 2, 3, 5], ids=["x", "z", "lambda", "nu"])
 def test_reference_feed_forward_speed_and_acceleration_are_bounded(supervisor, parameters, model, home, axis):
     """At the bounds computed by IK differences: 1 % inside is taken, 1 % outside is not."""

@@ -143,6 +143,13 @@ class ControlLoop:
             return self.reference(now, reference.t, None, f"reference sample not convertible: {error}")
         return self.reference(now, reference.t, point)
 
+    def validated_reference(self, now: float, reference: Reference) -> bool:
+        """Take a sample of a source validated when it changed (see SafetySupervisor.validated_reference)."""
+        valid = self.supervisor.validated_reference(now, reference)
+        if valid:
+            self.last_reference_stamp = reference.t
+        return valid
+
     def joint_state(self, now: float, stamp: float, names, positions, velocities,
                     steady: float | None = None) -> StepRecord | None:
         """Answer a joint state; None for a repeated or out-of-order stamp (answered already).

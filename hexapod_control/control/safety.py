@@ -66,7 +66,12 @@ everything valid                                                          CONTRO
   not answered and not a fault. Only valid states enter that bookkeeping: an invalid one (e.g.
   stamped in the future) can never make the genuine states that follow look old.
 * References are checked once, on arrival (a copy of the last one is not checked again); a
-  rejected one is never tracked, and a later valid one does not clear the fault.
+  rejected one is never tracked, and a later valid one does not clear the fault. A sample of a
+  source validated when it changed (:meth:`SafetySupervisor.validated_reference`: the one-process
+  stack's trajectory player, whose moves are checked along their path by inverse kinematics and
+  whose trajectories are checked when built) is checked for finiteness and, while armed, the step
+  from the last reference only: the inverse kinematics and feed-forward limits of the reference
+  row cost a third of the 1 kHz cycle and were already checked along the whole path.
 * ``arm`` is accepted only with fresh, valid feedback inside every limit, at a joint-state rate
   inside ``valid_rates`` (the rate row above; before 15 spacings it is not known yet and does not
   refuse: a simulation arms at its first state, and the row applies as soon as it is known), and
@@ -299,12 +304,36 @@ class SafetySupervisor:
             if not unchanged:
                 self._check_reference(pose, velocity, acceleration, last)
         except (InvalidInputError, HexapodError) as failure:
-            self.invalid_references += 1
-            self.last_error = f"invalid reference: {failure}"
-            self._fault(Action.HOLD, self.last_error)
-            return False
+            return self._reject_reference(failure)
         self.reference = ReceivedReference(Reference(stamp, pose, velocity, acceleration), received=now)
         return True
+
+    def validated_reference(self, now: float, reference: Reference) -> bool:
+        """Take a sample of a source validated when it changed; returns validity (module doc).
+
+        Only finiteness and, while armed, the step from the last reference are checked here.
+        """
+        try:
+            pose, velocity, acceleration = (np.asarray(v, dtype=float) for v in
+                                            (reference.pose, reference.velocity, reference.acceleration))
+            if not (np.all(np.isfinite(pose)) and np.all(np.isfinite(velocity)) and np.all(np.isfinite(acceleration))
+                    and math.isfinite(reference.t)):
+                raise InvalidInputError(f"reference sample at t = {reference.t} is not finite")
+            last = self.reference.reference if self.reference is not None else None
+            if self.state == SupervisorState.ARMED and last is not None:
+                problem = self._step_problem(pose - last.pose)
+                if problem:
+                    raise InvalidInputError(f"step from the last reference: {problem}")
+        except InvalidInputError as failure:
+            return self._reject_reference(failure)
+        self.reference = ReceivedReference(Reference(reference.t, pose, velocity, acceleration), received=now)
+        return True
+
+    def _reject_reference(self, failure: Exception) -> bool:
+        self.invalid_references += 1
+        self.last_error = f"invalid reference: {failure}"
+        self._fault(Action.HOLD, self.last_error)
+        return False
 
     # -------------------------------------------------------------- decisions
     def watchdog(self, now: float) -> Decision | None:

@@ -9,6 +9,7 @@ A bad file or choice raises ParameterError naming the key; ``run_node`` logs it 
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -43,6 +44,7 @@ RELIABLE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
 LEVEL_OK, LEVEL_WARN, LEVEL_ERROR = Level.OK, Level.WARN, Level.ERROR  # diagnostic_msgs' numbers
 HARDWARE_ID = "quanser_hexapod"
+MAX_REALTIME_PRIORITY = 99  # Linux SCHED_FIFO priorities are 1..99
 
 
 # ------------------------------------------------------------------------------------------ parameters
@@ -64,6 +66,37 @@ def declare_timing_log(node, what: str) -> str:
     """The read-only ``timing_log`` parameter: where to write the loop's event times on shutdown ("" = nowhere)."""
     return node.declare_parameter("timing_log", "", ParameterDescriptor(
         description=f"write {what} to this .npz on shutdown (hexapod_control/ros/timing_log.py)", read_only=True)).value
+
+
+def declare_realtime_priority(node) -> int:
+    """The read-only ``realtime_priority`` parameter: 0 (default) keeps the normal scheduler, 1-99 asks
+    for SCHED_FIFO at that priority (see :func:`use_realtime_priority`)."""
+    value = node.declare_parameter("realtime_priority", 0, ParameterDescriptor(
+        description="0: normal scheduling; 1-99: SCHED_FIFO at this priority for every thread (needs the rtprio limit)",
+        read_only=True)).value
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REALTIME_PRIORITY:
+        raise ParameterError(f"ROS parameter 'realtime_priority' of node {node.get_name()!r}: expected an integer "
+                             f"0..{MAX_REALTIME_PRIORITY}, got {value!r}")
+    return value
+
+
+def use_realtime_priority(node, priority: int) -> None:
+    """Put every thread of this process (Python's and the middleware's) under SCHED_FIFO at ``priority``.
+
+    As ros2_control's controller manager does for its loop: another process's work then never
+    delays a joint state's answer (the loop blocks in its wait between states, so it does not
+    starve the machine). Without the permission (``ulimit -r``, or CAP_SYS_NICE) the node warns
+    and runs on the normal scheduler. 0 does nothing.
+    """
+    if priority == 0:
+        return
+    try:
+        for thread in os.listdir("/proc/self/task"):
+            os.sched_setscheduler(int(thread), os.SCHED_FIFO, os.sched_param(priority))
+    except (OSError, AttributeError) as error:  # AttributeError: not Linux
+        node.get_logger().warning(f"realtime_priority {priority} not applied, normal scheduling: {error}")
+        return
+    node.get_logger().info(f"SCHED_FIFO at priority {priority} for every thread")
 
 
 def load_params_file(node) -> HexapodParameters:

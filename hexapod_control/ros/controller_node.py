@@ -18,8 +18,10 @@ Timing: the control law runs once per received joint state (event-driven), not o
 A joint state not stamped later than the last one taken is ignored (counted in the diagnostics):
 the driver must stamp its states, as ros2_control's joint_state_broadcaster does.
 The feedback then reaches the drives with the least delay, and a simulator that waits for each
-command steps in lockstep with the controller, deterministically. The driver must therefore
-publish /joint_states at ``controllers.rate`` (the double loop integrates with the nominal period).
+command steps in lockstep with the controller, deterministically. The controllers run on the
+time between the stamps (the double loop's integral, the delay predictor), so the driver's rate
+need not be ``controllers.rate`` exactly, but it must lie within the gain set's ``valid_rates``:
+outside, arming is refused and a rate drifting out while armed holds (control/safety.py).
 A watchdog timer (``safety.watchdog_period``, node clock) publishes zero forces while the joint
 states are stale, since the event-driven path is silent exactly then. A second one runs on the
 steady clock: with /clock absent, stopped or going backwards the node clock never makes anything

@@ -22,7 +22,8 @@ Publishes   ``/joint_states`` (sensor_msgs/JointState) once per loop tick, as
             received and rejected, command timeouts, loop overruns, achieved rate and tick periods
             (median, 99th percentile, longest) over the last ``safety.diagnostics_period``.
 Parameters  ``params_file``; ``rate`` [Hz] (default ``simulation.rate``, which it must divide);
-            ``command_timeout`` [s] (default ``DEFAULT_COMMAND_TIMEOUT_S``).
+            ``command_timeout`` [s] (default ``DEFAULT_COMMAND_TIMEOUT_S``); ``timing_log`` (below);
+            ``realtime_priority`` (0: normal scheduling; 1-99: SCHED_FIFO for its threads).
 
 Loop. One thread does everything (:class:`hexapod_control.ros.wait_set_loop.WaitSetLoop`): it
 waits for commands until the next absolute ``time.monotonic`` deadline, 1/``rate`` apart, and at the
@@ -92,8 +93,10 @@ from hexapod_control.ros.common import (
     RELIABLE_QOS,
     DiagnosticsPublisher,
     HexapodNode,
+    declare_realtime_priority,
     declare_timing_log,
     run_node,
+    use_realtime_priority,
 )
 from hexapod_control.ros.conventions import TOPICS, effort_array
 from hexapod_control.ros.timing_log import TimingLog
@@ -301,6 +304,7 @@ class FakeDriverNode(HexapodNode):
                 f"period ({self.period} s): every command would expire before the next tick"
             )
         timing_log = declare_timing_log(self, "state stamps and command arrivals")
+        self.realtime_priority = declare_realtime_priority(self)
         self.command = CommandHold(len(self.joint_names), timeout)
         self.timing_log = TimingLog(timing_log, ("state_stamps", "command_arrivals"))
         self.window_states = self.window_commands = 0  # since the last /diagnostics
@@ -318,6 +322,7 @@ class FakeDriverNode(HexapodNode):
                                 lambda: self.timing.deadline, self._on_deadline, SERVICE_POLL_PERIOD_S)
 
     def spin(self, executor) -> None:
+        use_realtime_priority(self, self.realtime_priority)
         self.loop.spin(executor)
 
     # -------------------------------------------------------------- commands

@@ -21,7 +21,8 @@ Changes     validated when they happen, never per cycle: ``~/start`` and ``~/sto
 Parameters  those of the controller node; ``trajectory`` (run by ~/start); ``autostart``
             (simulation only); ``publish_rate`` [Hz]; ``executor`` (below); ``timing_log``: a
             path where the answered stamp and publication time of every command are written on
-            shutdown (:mod:`hexapod_control.ros.timing_log`).
+            shutdown (:mod:`hexapod_control.ros.timing_log`); ``realtime_priority`` (0: normal
+            scheduling; 1-99: SCHED_FIFO, as ros2_control's controller manager uses).
 Diagnostics those of the controller node, plus the executor, the superseded joint states and the
             latency from a joint state's stamp to its command's publication (median, p99, max
             since the last status; NaN under use_sim_time, where stamps are not wall-clock times).
@@ -56,12 +57,14 @@ from hexapod_control.ros.common import (
     answer_change,
     declare_choice,
     declare_flag,
+    declare_realtime_priority,
     declare_timing_log,
     pose_vector,
     reference_message,
     run_node,
     seconds,
     set_time,
+    use_realtime_priority,
 )
 from hexapod_control.ros.controller_node import ControllerNode
 from hexapod_control.ros.conventions import TOPICS, check_frame, reference_point_from_euler
@@ -74,6 +77,7 @@ EXECUTORS = ("wait_set", "single_threaded", "events")
 # Services, parameters and the diagnostics timer wait at most this long [s]; a poll of the
 # executor costs about 0.1 ms, 1 % of a core at this rate.
 SERVICE_POLL_PERIOD_S = 0.01
+EVENTS_SPIN_TIMEOUT_S = 0.1  # the events executor's wait; its loop checks for shutdown in between
 
 
 class RobotStackNode(ControllerNode):
@@ -111,6 +115,7 @@ class RobotStackNode(ControllerNode):
         self.executor_choice = declare_choice(self, "executor", EXECUTORS[0], EXECUTORS,
                                               "wait_set: the joint states in a loop of their own; or an rclpy executor")
         self.superseded_joint_states = 0
+        self.realtime_priority = declare_realtime_priority(self)
         if self.executor_choice != "wait_set":
             super()._create_loop(watchdog_period)
             return
@@ -120,6 +125,7 @@ class RobotStackNode(ControllerNode):
                                 lambda: self._next_watchdog, self._on_watchdogs, SERVICE_POLL_PERIOD_S)
 
     def spin(self, executor) -> None:
+        use_realtime_priority(self, self.realtime_priority)
         if self.executor_choice == "wait_set":
             self.loop.spin(executor)
         elif self.executor_choice == "events":
@@ -127,7 +133,9 @@ class RobotStackNode(ControllerNode):
             events = EventsExecutor(context=self.context)
             events.add_node(self)
             try:
-                events.spin()
+                # Its spin() runs no callback at all with the kilted wheels (measured); spin_once does.
+                while self.context.ok():
+                    events.spin_once(timeout_sec=EVENTS_SPIN_TIMEOUT_S)
             finally:
                 events.shutdown()
         else:
@@ -164,8 +172,8 @@ class RobotStackNode(ControllerNode):
             self._autostart = False  # at the first joint state: the trajectory's t = 0 is its stamp
             self.player.start(stamp, autostart=True)
         self._reference, failure = self.player.sample(stamp)
-        if self._reference is not None:
-            self.control.reference_sample(seconds(self), self._reference)
+        if self._reference is not None:  # the player checked it when it changed (safety.py)
+            self.control.validated_reference(seconds(self), self._reference)
         if failure:
             self.get_logger().error(failure)
 
