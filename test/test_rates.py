@@ -22,10 +22,10 @@ import pytest
 from scipy.optimize import brentq
 
 from hexapod_control import HexapodModel, LockstepLoop, make_plant, make_trajectory
-from hexapod_control.control import compiled_cycle, margins, stamp_period
+from hexapod_control.control import compiled_cycle, margins
 from hexapod_control.control.controllers import make_controller
 from hexapod_control.control.loop import ControlLoop
-from hexapod_control.control.safety import Action, SupervisorState, hold_damping_bound
+from hexapod_control.control.safety import RATE_WINDOW, Action, SupervisorState, hold_damping_bound
 from hexapod_control.control.stamp_period import StampPeriod
 from hexapod_control.control.trajectories import HoldTrajectory, home_pose
 from hexapod_control.errors import ParameterError
@@ -214,14 +214,14 @@ def feed(control, stamps, reference_pose=None):
 
 def test_arming_is_refused_at_a_measured_rate_outside_the_range():
     control = ControlLoop(HexapodModel(RIGID), "computed_torque")  # valid_rates [650, 10000] Hz
-    window = stamp_period.WINDOW
+    window = RATE_WINDOW
     feed(control, 10.0 + 0.004 * np.arange(window))  # 250 Hz, but one spacing short of a full window
     assert control.arm(10.0 + 0.004 * (window - 1))[0]  # not measured yet: not refused for the rate
     control.disarm()
     feed(control, 10.0 + 0.004 * np.arange(window, window + 1))
     accepted, message = control.arm(10.0 + 0.004 * window)
     assert not accepted
-    assert message == ("cannot arm: joint states come at 250 Hz (median stamp spacing 4 ms over the last 15), "
+    assert message == ("cannot arm: joint states come at 250 Hz (median stamp spacing 4 ms over the last 100), "
                        "outside hexapod.controllers.computed_torque.valid_rates = [650, 10000] Hz")
     assert control.supervisor.state == SupervisorState.DISARMED
     start = 10.0 + 0.004 * window
@@ -233,18 +233,19 @@ def test_a_rate_drifting_outside_while_armed_is_a_latched_hold():
     model = HexapodModel(RIGID)
     control = ControlLoop(model, "double_loop", gain_set="simulated_plant")  # [800, 10000] Hz
     pose = home_pose(model)
-    feed(control, 0.001 * np.arange(1, 2 * stamp_period.WINDOW), pose)
-    assert control.arm(0.001 * (2 * stamp_period.WINDOW - 1))[0]
-    # 400 Hz: the median spacing turns over once more than half the window is 2.5 ms.
-    stamps = 0.001 * (2 * stamp_period.WINDOW - 1) + 0.0025 * np.arange(1, stamp_period.WINDOW + 1)
+    feed(control, 0.001 * np.arange(1, 2 * RATE_WINDOW), pose)
+    assert control.arm(0.001 * (2 * RATE_WINDOW - 1))[0]
+    # 400 Hz: the median spacing turns over once half the window is 2.5 ms.
+    stamps = 0.001 * (2 * RATE_WINDOW - 1) + 0.0025 * np.arange(1, RATE_WINDOW + 1)
     actions = [feed(control, [stamp], pose).decision.action for stamp in stamps]
-    turned = stamp_period.WINDOW // 2 + 1
-    assert actions == [Action.CONTROL] * (turned - 1) + [Action.HOLD] * (stamp_period.WINDOW - turned + 1)
+    turned = (RATE_WINDOW + 1) // 2  # the first state that makes the larger spacings the median
+    assert actions == [Action.CONTROL] * (turned - 1) + [Action.HOLD] * (RATE_WINDOW - turned + 1)
     supervisor = control.supervisor
     assert supervisor.state == SupervisorState.FAULT and supervisor.fault_action == Action.HOLD
-    assert supervisor.reason.startswith("joint states come at 400 Hz")
+    # Even window: the median of the turning state averages the middle spacings, 1 and 2.5 ms.
+    assert supervisor.reason.startswith(f"joint states come at {1.0 / ((0.001 + 0.0025) / 2):.4g} Hz")
     assert "hexapod.controllers.double_loop.simulated_plant.valid_rates = [800, 10000] Hz" in supervisor.reason
-    later = stamps[-1] + 0.001 * np.arange(1, 2 * stamp_period.WINDOW)
+    later = stamps[-1] + 0.001 * np.arange(1, 2 * RATE_WINDOW)
     assert feed(control, later, pose).decision.action == Action.HOLD  # latched, though 1 kHz again
     assert control.status_values()["joint_state_rate"] == pytest.approx(1000.0)
 

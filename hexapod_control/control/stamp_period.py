@@ -14,10 +14,11 @@ WINDOW = 15
 
 
 class StampPeriod:
-    """The median spacing of the last ``WINDOW`` increasing stamps (a stamp not after the last one adds none)."""
+    """The median spacing of the last ``window`` increasing stamps (a stamp not after the last one adds none)."""
 
-    def __init__(self) -> None:
-        self._spacings: deque[float] = deque(maxlen=WINDOW)
+    def __init__(self, window: int = WINDOW) -> None:
+        self.window = window
+        self._spacings: deque[float] = deque(maxlen=window)
         self._last: float | None = None
 
     def add(self, stamp: float) -> None:
@@ -27,13 +28,13 @@ class StampPeriod:
 
     @property
     def spacings(self) -> int:
-        """How many spacings the median is taken over (at most WINDOW)."""
+        """How many spacings the median is taken over (at most ``window``)."""
         return len(self._spacings)
 
     @property
     def full(self) -> bool:
-        """The window holds WINDOW spacings."""
-        return len(self._spacings) == WINDOW
+        """The window holds ``window`` spacings."""
+        return len(self._spacings) == self.window
 
     def median(self, default: float) -> float:
         """The median spacing [s], ``default`` before two stamps."""
