@@ -13,8 +13,8 @@ then the trajectory), as an operator would, and measures for ``--seconds`` from 
 
 The loop's timing comes from the two processes' ``timing_log`` files (written when they stop; one
 system clock): the driver's stamps of its joint states and arrival times of the commands, and the
-stack's answered stamp and publication time of each command. An arrival is the command published
-last before it (delivery keeps the order). So no third process has to listen at 1 kHz. Printed
+stack's answered stamp and publication time of each command, matched in order (``answers``). So
+no third process has to listen at 1 kHz. Printed
 per run:
 
 * joint states answered: commands that answered a joint state of the window / its joint states;
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,7 +58,6 @@ LATE_BUCKETS = 5  # the histogram's last bucket holds every command this many pe
 CYCLE_STEPS = 1000  # control periods of the side-by-side cycle measurement
 ANSWERING = 0.9  # commands per joint state at the driver: the stack answers its states
 SETTLE_S = 1.5  # [s] from ~/start to the window: the arming ramp and the move to the start are over
-HISTORY_SEARCH = 20  # [commands] twice the command topic's QoS depth (common.RELIABLE_QOS)
 STAMP_MATCH_S = 1e-6  # stamps saved as float seconds differ from the published ones by < 0.5 us
 
 
@@ -77,21 +77,17 @@ def cycle_ratios() -> dict[str, float]:
     return {key.removesuffix(" (compiled)"): value / step for key, value in median.items() if key.endswith("(compiled)")}
 
 
-def answers(driver, stack, start: float, end: float) -> tuple[int, np.ndarray, Counter, int]:
+def answers(driver, stack, start: float, end: float) -> tuple[int, np.ndarray, Counter]:
     """Joint states stamped in [start, end), the latency [s] of each command that answered one of
-    them (stamp -> arrival at the driver), how many ticks late each was applied (module doc), and
-    how many arrivals precede their publication (0 unless a command was lost on the way)."""
+    them (stamp -> arrival at the driver), and how many ticks late each was applied (module doc)."""
     stamps, arrivals = driver["state_stamps"], driver["command_arrivals"]
     answered, published = stack["answer_stamps"], stack["publish_times"]
-    # Delivery keeps the order, so arrival k is publication first + k. The first arrival may be an
-    # older command than the last one published before it: a reliable writer hands a reader that
-    # has just matched what its history (QoS depth) still holds. The right ``first`` is the latest
-    # that leaves no arrival before its publication.
-    latest = int(np.searchsorted(published, arrivals[0], side="right")) - 1
-    candidates = range(latest, max(latest - HISTORY_SEARCH, 0) - 1, -1)
-    acausal, first = min((int(np.sum(arrivals[:published.size - o] < published[o:o + arrivals.size])), -o)
-                         for o in candidates)
-    first = -first
+    # Delivery keeps the order (reliable, one writer), so arrival k is publication first + k. The
+    # first arrival may be an older command than the last one published before it (a reader that
+    # has just matched gets what the writer still holds), so ``first`` is the latest offset that
+    # puts no arrival before its publication: min over k of (last publication before arrival k) - k.
+    latest = np.searchsorted(published, arrivals, side="right") - 1
+    first = int(max(np.min(latest - np.arange(arrivals.size)), 0))
     count = min(arrivals.size, published.size - first)
     sent = first + np.arange(count)
     arrivals = arrivals[:count]
@@ -102,7 +98,7 @@ def answers(driver, stack, start: float, end: float) -> tuple[int, np.ndarray, C
     tick = np.searchsorted(stamps, stamp - STAMP_MATCH_S)
     applied = np.searchsorted(stamps, arrival, side="right")
     late = Counter(np.minimum(applied - tick, LATE_BUCKETS).tolist())
-    return int(np.sum((stamps >= start) & (stamps < end))), arrival - stamp, late, acausal
+    return int(np.sum((stamps >= start) & (stamps < end))), arrival - stamp, late
 
 
 def stop(process: subprocess.Popen | None) -> None:
@@ -217,7 +213,8 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
         stop(stack)
         node.destroy_node()
         rclpy.shutdown()
-    states, latency, late, acausal = answers(np.load(driver_log), np.load(stack_log), wall_start, wall_end)
+    states, latency, late = answers(np.load(driver_log), np.load(stack_log), wall_start, wall_end)
+    shutil.rmtree(folder)
     common = sorted(set(poses) & set(references))
     errors = np.array([np.linalg.norm(references[t] - poses[t]) for t in common]) if common else np.array([np.nan])
     return {
@@ -225,7 +222,7 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
         "faults": status["faults"] - faults_at_arming, "superseded": status["superseded"] - before["superseded"],
         "overruns": status["overruns"] - before["overruns"], "problem": status["problem"],
         "tracking_rms": float(np.sqrt(np.mean(errors**2))), "tracking_max": float(np.max(errors)),
-        "samples": len(common), "load": (load_before, load_after), "acausal": acausal,
+        "samples": len(common), "load": (load_before, load_after),
     }
 
 
@@ -256,8 +253,7 @@ def main() -> None:
             print(f"latency stamp -> command at the driver [ms]: median {np.median(lat):.3f}, "
                   f"p99 {np.percentile(lat, 99):.3f}, max {np.max(lat):.3f} (period {period * 1e3:g} ms)")
             print("periods late (1 = applied at the next tick): "
-                  + ", ".join(f"{k}{'+' if k == LATE_BUCKETS else ''}: {v}" for k, v in sorted(r["late"].items()))
-                  + (f"; {r['acausal']} arrivals before their publication: commands were lost" if r["acausal"] else ""))
+                  + ", ".join(f"{k}{'+' if k == LATE_BUCKETS else ''}: {v}" for k, v in sorted(r["late"].items())))
             print(f"stack faults since arming (watchdog trips included): {r['faults']}; driver overruns: {r['overruns']}"
                   + (f"; last problem: {r['problem']}" if r["problem"] else ""))
             print("CPU per process [fraction of a core]: " + ", ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items()))
