@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("rclpy")
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import PoseStamped, TwistStamped
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -22,6 +22,7 @@ from std_srvs.srv import SetBool
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from hexapod_control import HexapodModel, load_parameters, make_plant
+from hexapod_control.model.rotations import angular_velocity_from_euler_rates
 from hexapod_control.ros.common import RELIABLE_QOS, set_time
 from hexapod_control.ros.conventions import TOPICS, time_from_stamp
 from hexapod_control.ros.robot_stack import RobotStackNode
@@ -69,13 +70,15 @@ class Driver:
     """Publishes the plant's state stamped with plant time; steps once per command received."""
 
     def __init__(self, node, plant, stack, executor):
-        self.plant, self.commands, self.poses, self.references = plant, [], [], []
+        self.plant, self.commands, self.poses, self.references, self.twists = plant, [], [], [], []
+        self.states = {}  # stamp -> (q, qd) published
         self.stack, self.executor = stack, executor
         self.clock = node.create_publisher(Clock, TOPICS["clock"], RELIABLE_QOS)
         self.publisher = node.create_publisher(JointState, TOPICS["joint_states"], RELIABLE_QOS)
         node.create_subscription(Float64MultiArray, TOPICS["effort_commands"], self.commands.append, RELIABLE_QOS)
         node.create_subscription(PoseStamped, TOPICS["platform_pose"], self.poses.append, RELIABLE_QOS)
         node.create_subscription(MultiDOFJointTrajectory, TOPICS["reference"], self.references.append, RELIABLE_QOS)
+        node.create_subscription(TwistStamped, TOPICS["platform_twist"], self.twists.append, RELIABLE_QOS)
 
     def step(self, executor):
         """One lockstep period: publish the state, wait for its command, apply it, step the plant."""
@@ -95,6 +98,7 @@ class Driver:
         message = JointState(name=list(PARAMETERS.ros.joint_names), position=self.plant.joint_positions().tolist(),
                              velocity=self.plant.joint_velocities().tolist())
         set_time(message.header.stamp, stamp)
+        self.states[time_from_stamp(message.header.stamp)] = (self.plant.joint_positions(), self.plant.joint_velocities())
         self.publisher.publish(message)
 
 
@@ -137,6 +141,16 @@ def test_the_stack_tracks_in_one_process_and_publishes_decimated(context, execut
             errors.append(np.linalg.norm([reference.x - p.x, reference.y - p.y, reference.z - p.z]))
     assert len(errors) >= expected - 3
     assert max(errors) < POSITION_ERROR_BOUND_M
+    # The twist of a state: J_A q_dot, the angular part as omega (what the FK node publishes).
+    assert len(driver.twists) == len(driver.poses)
+    for twist in driver.twists:
+        q, qd = driver.states[time_from_stamp(twist.header.stamp)]
+        fk = model.forward_kinematics(q)
+        rates = model.analytic_jacobian(q, phi=fk.phi).analytic @ qd
+        linear, angular = twist.twist.linear, twist.twist.angular
+        np.testing.assert_allclose([linear.x, linear.y, linear.z], rates[:3], rtol=0, atol=1e-12)
+        np.testing.assert_allclose([angular.x, angular.y, angular.z],
+                                   angular_velocity_from_euler_rates(fk.euler_zyx, rates[3:]), rtol=0, atol=1e-12)
     # The final measured pose is FK of the plant's state (the stack's pose is the controller's FK).
     final = model.forward_kinematics(plant.joint_positions()).position
     assert np.linalg.norm(final - np.array([driver.poses[-1].pose.position.x, driver.poses[-1].pose.position.y,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from geometry_msgs.msg import Transform, Twist
+from geometry_msgs.msg import Transform, Twist, TwistStamped
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
@@ -31,6 +31,7 @@ from hexapod_control.model.parameters import (
     default_parameters_path,
     load_parameters,
 )
+from hexapod_control.model.rotations import angular_velocity_from_euler_rates
 from hexapod_control.ros.conventions import (
     REFERENCE_JOINT_NAME,
     ReferencePoint,
@@ -180,6 +181,17 @@ def reference_point(message: MultiDOFJointTrajectory) -> ReferencePoint:
 
 
 # ------------------------------------------------------------------------------------------ poses
+def twist_message(header_stamp, frame_id: str, euler_zyx, rates) -> TwistStamped:
+    """The platform's TwistStamped from xi_dot = J_A q_dot: linear = the (x, y, z) rates, angular =
+    omega in the base frame (omega = T(psi) psi_dot of the Euler-angle rates)."""
+    twist = TwistStamped()
+    twist.header.stamp, twist.header.frame_id = header_stamp, frame_id
+    twist.twist.linear.x, twist.twist.linear.y, twist.twist.linear.z = (float(v) for v in rates[:3])
+    omega = angular_velocity_from_euler_rates(euler_zyx, rates[3:])
+    twist.twist.angular.x, twist.twist.angular.y, twist.twist.angular.z = (float(v) for v in omega)
+    return twist
+
+
 def pose_vector(message) -> np.ndarray:
     """(x, y, z, lambda, mu, nu) of a PoseStamped; ValueError on a non-unit or non-finite quaternion."""
     p, o = message.pose.position, message.pose.orientation

@@ -21,10 +21,7 @@ from sensor_msgs.msg import JointState
 
 from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.model.rotations import (
-    angular_velocity_from_euler_rates,
-    quaternion_from_euler_zyx,
-)
+from hexapod_control.model.rotations import quaternion_from_euler_zyx
 from hexapod_control.ros.common import (
     LEVEL_ERROR,
     LEVEL_OK,
@@ -34,6 +31,7 @@ from hexapod_control.ros.common import (
     HexapodNode,
     run_node,
     seconds,
+    twist_message,
 )
 from hexapod_control.ros.conventions import (
     TOPICS,
@@ -75,8 +73,6 @@ class ForwardKinematicsNode(HexapodNode):
             self._report_failure(now, "forward kinematics failed", f"at q = {q.tolist()}: {error}")
             return
 
-        rates = jacobian.analytic @ qd  # xi_dot = J_A q_dot (Euler-angle rates in the last three)
-        omega = angular_velocity_from_euler_rates(fk.euler_zyx, rates[3:])
         header_stamp, frame = message.header.stamp, self.names.base_frame
 
         pose = PoseStamped()
@@ -86,11 +82,7 @@ class ForwardKinematicsNode(HexapodNode):
         o.x, o.y, o.z, o.w = quaternion_from_euler_zyx(fk.euler_zyx)
         self.pose_publisher.publish(pose)
 
-        twist = TwistStamped()
-        twist.header.stamp, twist.header.frame_id = header_stamp, frame
-        twist.twist.linear.x, twist.twist.linear.y, twist.twist.linear.z = (float(v) for v in rates[:3])
-        twist.twist.angular.x, twist.twist.angular.y, twist.twist.angular.z = (float(v) for v in omega)
-        self.twist_publisher.publish(twist)
+        self.twist_publisher.publish(twist_message(header_stamp, frame, fk.euler_zyx, jacobian.analytic @ qd))
 
         passive = JointState()
         passive.header.stamp = header_stamp

@@ -12,8 +12,9 @@ Hot path    ``/joint_states``: the trajectory is sampled at the state's stamp
             (:class:`TrajectoryPlayer`), the controller answers behind the safety supervisor
             (:class:`ControlLoop`), and the forces go out on ``/effort_controller/commands``.
             Nothing is logged per cycle.
-Decimated   ``/hexapod/platform_pose`` (the controller's own FK of the state) and
-            ``/hexapod/reference`` at most ``publish_rate`` Hz; ``/diagnostics`` at once on a change
+Decimated   ``/hexapod/platform_pose`` (the controller's own FK of the state),
+            ``/hexapod/platform_twist`` (as the FK node's) and ``/hexapod/reference`` at most
+            ``publish_rate`` Hz; ``/diagnostics`` at once on a change
             of level or message, else every ``safety.diagnostics_period``.
 Changes     validated when they happen, never per cycle: ``~/start`` and ``~/stop``
             (std_srvs/Trigger), ``~/goal_pose`` (geometry_msgs/PoseStamped in the base frame: a
@@ -43,7 +44,7 @@ from __future__ import annotations
 import math
 import time
 
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import PoseStamped, TwistStamped
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.experimental import EventsExecutor
 from sensor_msgs.msg import JointState
@@ -66,6 +67,7 @@ from hexapod_control.ros.common import (
     run_node,
     seconds,
     set_time,
+    twist_message,
     use_realtime_priority,
 )
 from hexapod_control.ros.controller_node import ControllerNode
@@ -103,6 +105,8 @@ class RobotStackNode(ControllerNode):
         self._next_publication = -math.inf
         self._reference = None
         self.pose_publisher = self.create_publisher(PoseStamped, TOPICS["platform_pose"], RELIABLE_QOS)
+        self.twist_publisher = self.create_publisher(TwistStamped, TOPICS["platform_twist"], RELIABLE_QOS)
+        self.twist_state = self.control.model.create_state()  # FK warm start of the decimated J_A
         self.reference_publisher = self.create_publisher(MultiDOFJointTrajectory, TOPICS["reference"], RELIABLE_QOS)
         self.create_subscription(PoseStamped, "~/goal_pose", self._on_goal_pose, RELIABLE_QOS)
         self.create_service(Trigger, "~/start", self._on_start)
@@ -187,9 +191,10 @@ class RobotStackNode(ControllerNode):
             self.player.measured(record.pose, stamp)  # the first hold, before anything is started
         if stamp >= self._next_publication:
             self._next_publication = stamp + self.publish_period
-            self._publish_decimated(stamp, record.pose, self._reference)
+            self._publish_decimated(stamp, record, self._reference)
 
-    def _publish_decimated(self, stamp: float, pose, reference) -> None:
+    def _publish_decimated(self, stamp: float, record, reference) -> None:
+        pose = record.pose
         if pose is not None:
             message = PoseStamped()
             set_time(message.header.stamp, stamp)
@@ -198,6 +203,12 @@ class RobotStackNode(ControllerNode):
             p.x, p.y, p.z = (float(v) for v in pose[:3])
             o.x, o.y, o.z, o.w = quaternion_from_euler_zyx(tuple(pose[3:]))
             self.pose_publisher.publish(message)
+            try:
+                rates = self.control.model.analytic_jacobian(record.q, state=self.twist_state).analytic @ record.qd
+            except HexapodError:
+                pass  # as the FK node: no twist where J_A is singular or FK fails (the pose still went out)
+            else:
+                self.twist_publisher.publish(twist_message(message.header.stamp, self.names.base_frame, pose[3:], rates))
         if reference is not None:
             point = reference_point_from_euler(reference.pose, reference.velocity, reference.acceleration)
             self.reference_publisher.publish(reference_message(stamp, self.names.base_frame, point))
