@@ -37,6 +37,7 @@ from launch_ros.substitutions import FindPackageShare
 from hexapod_control.control.controllers import CONTROLLER_NAMES
 from hexapod_control.control.trajectory_player import TRAJECTORY_CHOICES
 from hexapod_control.model.parameters import GAIN_SETS
+from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY
 
 PACKAGE = "hexapod_control"
 # robot_state_publisher with the full joint state, and RViz: next to this file, installed or not.
@@ -77,6 +78,9 @@ def generate_launch_description():
                               description="start RViz (TF of the 25 bodies is published either way)"),
         DeclareLaunchArgument("inverse_dynamics", default_value="false", choices=["true", "false"],
                               description="start the inverse-dynamics node (predicted forces, residual, feed-forward)"),
+        DeclareLaunchArgument("realtime_priority", default_value=str(CONTROL_LOOP_PRIORITY),
+                              description="one_process: SCHED_FIFO priority of hexapod_robot_stack's threads, as "
+                                          "ros2_control's controller manager; 0: the normal scheduler"),
     ]
     nodes = [
         Node(
@@ -85,7 +89,9 @@ def generate_launch_description():
             parameters=[common, {"controller": LaunchConfiguration("controller"),
                                  "gain_set": LaunchConfiguration("gain_set"),
                                  "trajectory": LaunchConfiguration("trajectory"), "arm_on_start": False,
-                                 "autostart": False, "use_sim_time": use_sim_time}],
+                                 "autostart": False, "use_sim_time": use_sim_time,
+                                 "realtime_priority": ParameterValue(LaunchConfiguration("realtime_priority"),
+                                                                     value_type=int)}],
             remappings=[joint_states, commands],
         ),
         Node(
