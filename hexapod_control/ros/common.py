@@ -275,6 +275,12 @@ def run_node(factory: Callable[[], object], name: str, args: list[str] | None = 
             rclpy.logging.get_logger(name).fatal(f"cannot start: {error}")
             print(f"{name}: cannot start: {error}", file=sys.stderr)
             return 1
+        except Exception:
+            # Ctrl-C while the node is being built shuts the context down under it (an RCLError
+            # from whatever it was creating, seen under launch): a normal exit. Otherwise a bug.
+            if rclpy.ok():
+                raise
+            return 0
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         # The objects of the start-up (modules, the model, rclpy's) live as long as the process: out
