@@ -32,7 +32,7 @@ class NodeProcess:
         self.log_path = log_path
         self._log = open(log_path, "w")
         arguments = [item for name, value in ros_arguments for item in ("-p", f"{name}:={value}")]
-        self.process = subprocess.Popen([sys.executable, "-m", module, "--ros-args", *arguments],
+        self.process = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", module, "--ros-args", *arguments],
                                         stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy())
 
     def output(self) -> str:

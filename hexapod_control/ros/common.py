@@ -285,7 +285,7 @@ def run_node(factory: Callable[[], object], name: str, args: list[str] | None = 
         executor.add_node(node)
         # The objects of the start-up (modules, the model, rclpy's) live as long as the process: out
         # of the collector's sight, a full collection no longer scans them (measured: 20-34 ms
-        # pauses, which tripped the 20 ms joint-state watchdog, down to under a millisecond).
+        # pauses, which tripped the 20 ms joint-state watchdog, down to about 0.5 ms).
         gc.collect()
         gc.freeze()
         try:

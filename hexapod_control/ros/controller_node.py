@@ -46,6 +46,7 @@ controller, diagnostics grading), which the lockstep loop, the main job and repl
 
 from __future__ import annotations
 
+import math
 import time
 
 from rcl_interfaces.msg import ParameterDescriptor, ParameterType
@@ -134,7 +135,7 @@ class ControllerNode(HexapodNode):
         if arming_on_start and not self.control.arm_on_start:
             accepted, text = self.control.last_arm
             (self.get_logger().info if accepted else self.get_logger().error)(f"arm on start: {text}")
-        self._publish_forces(record.forces)
+        self._publish_forces(record.forces, stamp)
         if record.diagnostic is not None:
             self._publish_status(now, record.diagnostic)
         self._after_joint_state(stamp, record)
@@ -189,7 +190,8 @@ class ControllerNode(HexapodNode):
             self._publish_status(now, status)
 
     # -------------------------------------------------------------- outputs
-    def _publish_forces(self, forces) -> None:
+    def _publish_forces(self, forces, answers: float = math.nan) -> None:
+        """Publish ``forces``; ``answers``: the stamp of the joint state they answer (NaN: a watchdog's)."""
         self.command_publisher.publish(Float64MultiArray(data=[float(f) for f in forces]))
         self.commands_published += 1
 
