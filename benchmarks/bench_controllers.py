@@ -23,6 +23,8 @@ from hexapod_control.control.controllers import CONTROLLER_NAMES, make_controlle
 from hexapod_control.control.trajectories import make_trajectory
 from hexapod_control.model.hexapod import HexapodModel
 
+# Tracking errors of the order the double loop shows [m], [m/s].
+TRACKING_POSITION_NOISE, TRACKING_VELOCITY_NOISE = 1e-4, 1e-3
 MEDIAN_TARGET_US = {"computed_torque": 300.0}
 P99_TARGET_US = {"computed_torque": 1000.0}
 
@@ -36,8 +38,7 @@ def measured_states(model: HexapodModel, trajectory, times):
         ik = model.inverse_kinematics(ref.pose[:3], ref.pose[3:])
         jacobian = model.analytic_jacobian(ik.q, phi=ik.phi).analytic
         qd = np.linalg.solve(jacobian, ref.velocity)
-        # Tracking errors of the order the double loop shows (~0.1 mm, ~1 mm/s).
-        states.append((ik.q + rng.normal(0.0, 1e-4, 6), qd + rng.normal(0.0, 1e-3, 6)))
+        states.append((ik.q + rng.normal(0.0, TRACKING_POSITION_NOISE, 6), qd + rng.normal(0.0, TRACKING_VELOCITY_NOISE, 6)))
     return states
 
 

@@ -32,6 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench_controllers import measured_states  # noqa: E402 - the benchmarks' own states, beside this file
 from bench_mujoco import DAMPING, STIFFNESS  # noqa: E402 - the benchmarks' own PD, beside this file
 
 from hexapod_control.control.controllers import CONTROLLER_NAMES, make_controller  # noqa: E402
@@ -39,23 +40,8 @@ from hexapod_control.control.trajectories import make_trajectory  # noqa: E402
 from hexapod_control.model.hexapod import HexapodModel  # noqa: E402
 from hexapod_control.simulation.mujoco_plant import MujocoPlant  # noqa: E402
 
-TRACKING_POSITION_NOISE, TRACKING_VELOCITY_NOISE = 1e-4, 1e-3  # [m], [m/s]: a tracking robot's errors
 TRAJECTORY_START = 2.0  # [s]: past the start, where the ramp moves the platform
 CLOCK_CALIBRATION_READS = 10000
-
-
-def tracking_states(model: HexapodModel, trajectory, times) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(q, qd) along the reference: IK of the pose and J_A^-1 xi_d_dot, slightly perturbed."""
-    rng = np.random.default_rng(0)
-    states = []
-    for t in times:
-        reference = trajectory.sample(t)
-        ik = model.inverse_kinematics(reference.pose[:3], reference.pose[3:])
-        qd = np.linalg.solve(model.analytic_jacobian(ik.q, phi=ik.phi).analytic, reference.velocity)
-        states.append(
-            (ik.q + rng.normal(0.0, TRACKING_POSITION_NOISE, 6), qd + rng.normal(0.0, TRACKING_VELOCITY_NOISE, 6))
-        )
-    return states
 
 
 def clock_cost(clock: Callable[[], int]) -> float:
@@ -75,7 +61,7 @@ class SideBySide:
         trajectory = make_trajectory("operational_space", self.model)
         self.times = TRAJECTORY_START + np.arange(steps) * self.model.parameters.controllers.period
         self.references = [trajectory.sample(t) for t in self.times]
-        self.states = tracking_states(self.model, trajectory, self.times)
+        self.states = measured_states(self.model, trajectory, self.times)
 
     def measure(self, clock: Callable[[], int]) -> tuple[dict[str, np.ndarray], dict]:
         """{workload: per-call times [us]} with ``clock``, and the compiled cycles' counts."""
