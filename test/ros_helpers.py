@@ -3,6 +3,7 @@
 The `context` and `executor` fixtures (a fresh rclpy Context per test) are in conftest.py.
 """
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -50,3 +51,18 @@ class NodeProcess:
                 self.process.wait()
         self._log.close()
         return self.process.returncode
+
+
+def launch_arguments(path) -> set[str]:
+    """The argument names a launch file declares (its generate_launch_description); skips without ROS 2 launch."""
+    try:  # the repo's launch/ folder makes `launch` a namespace package even without ROS 2
+        available = importlib.util.find_spec("launch_ros") and importlib.util.find_spec("launch.actions")
+    except ImportError:
+        available = None
+    if not available:
+        pytest.skip("ROS 2 launch (launch, launch_ros) is not installed")
+    spec = importlib.util.spec_from_file_location(path.name.replace(".", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    description = module.generate_launch_description()
+    return {a.name for a in description.entities if type(a).__name__ == "DeclareLaunchArgument"}

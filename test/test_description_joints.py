@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 from conftest import in_ci
-from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, spin_until
+from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, launch_arguments, spin_until
 
 from hexapod_control.errors import ParameterError, UnreachablePoseError
 from hexapod_control.model.hexapod import HexapodModel
@@ -258,19 +258,7 @@ def test_node_rejects_a_rate_that_is_not_a_positive_number(ros, context, rate):
 
 
 def test_visualization_launch_file_builds():
-    import importlib.util
-
-    try:  # the repo's launch/ folder makes `launch` a namespace package even without ROS 2
-        available = importlib.util.find_spec("launch_ros") and importlib.util.find_spec("launch.actions")
-    except ImportError:
-        available = None
-    if not available:
-        pytest.skip("ROS 2 launch (launch, launch_ros) is not installed")
-    spec = importlib.util.spec_from_file_location("visualization_launch", REPO / "launch" / "visualization.launch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    description = module.generate_launch_description()
-    arguments = {a.name for a in description.entities if type(a).__name__ == "DeclareLaunchArgument"}
+    arguments = launch_arguments(REPO / "launch" / "visualization.launch.py")
     assert {"params_file", "use_sim_time", "rviz", "rate", "joint_states_topic", "robot_state_publisher"} <= arguments
 
 

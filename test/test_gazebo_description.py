@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from ros_helpers import launch_arguments
 
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import load_parameters
@@ -364,18 +365,7 @@ def test_command_line_writes_the_files(tmp_path, capsys):
 
 
 def test_launch_file_builds_a_description():
-    try:  # the repo's launch/ folder makes `launch` a namespace package even without ROS 2
-        available = importlib.util.find_spec("launch_ros") and importlib.util.find_spec("launch.actions")
-    except ImportError:
-        available = None
-    if not available:
-        pytest.skip("ROS 2 launch (launch, launch_ros) is not installed")
-    spec = importlib.util.spec_from_file_location("gazebo_launch", LAUNCH_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    description = module.generate_launch_description()
-    arguments = {a.name for a in description.entities if type(a).__name__ == "DeclareLaunchArgument"}
-    assert {"controller", "params_file", "use_sim_time", "gui"} <= arguments
+    assert {"controller", "params_file", "use_sim_time", "gui"} <= launch_arguments(LAUNCH_FILE)
 
 
 # ------------------------------------------------------------------------------------ launch order
