@@ -20,7 +20,8 @@ Publishes   ``/joint_states`` (sensor_msgs/JointState) once per loop tick, as
             to ``limits.actuator_force_max``).
             ``/diagnostics`` every ``safety.diagnostics_period`` and at once on a change: commands
             received and rejected, command timeouts, loop overruns, achieved rate and tick periods
-            (median, 99th percentile, longest) over the last ``safety.diagnostics_period``.
+            (median, 99th percentile, longest) over the last ``safety.diagnostics_period``, and the
+            commands received per joint state published since the last report.
 Parameters  ``params_file``; ``rate`` [Hz] (default ``simulation.rate``, which it must divide);
             ``command_timeout`` [s] (default ``DEFAULT_COMMAND_TIMEOUT_S``); ``timing_log`` (below);
             ``realtime_priority`` (default 0, the normal scheduler; 1-99: SCHED_FIFO for its
@@ -142,8 +143,8 @@ def steps_per_tick(plant_rate: float, rate: float, source: str) -> int:
 class CommandHold:
     """The latest valid effort command, applied for ``timeout`` seconds after it arrived.
 
-    ``receive`` runs on the executor thread and ``forces`` on the loop thread: the command and its
-    arrival time are replaced together as one tuple, which the other thread reads in one go.
+    ``receive`` takes each command as the loop takes it and ``forces`` is asked at each tick; the
+    command and its arrival time are kept together as one tuple.
     """
 
     def __init__(self, size: int, timeout: float):
