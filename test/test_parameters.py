@@ -240,6 +240,9 @@ def test_invalid_values_name_the_key_and_why(edit, key, message):
         (lambda h: h["simulation"]["mujoco"].update(equality_solimp=[1.5, 0.9, 0.001, 0.5, 2.0]),
          "hexapod.simulation.mujoco.equality_solimp", r"d0 and dwidth must lie in \(0, 1\)"),
         (lambda h: h["safety"].update(watchdog_period=0.5), "hexapod.safety.watchdog_period", "must be shorter than joint_state_timeout"),
+        # A state taken from this far ahead would make the genuine ones look old until the watchdog trips.
+        (lambda h: h["safety"].update(max_future_stamp=0.02), "hexapod.safety.max_future_stamp",
+         "must be shorter than joint_state_timeout"),
         (lambda h: h["controllers"]["double_loop"].update(valid_rates={"min": 2000.0, "max": 1000.0}),
          "hexapod.controllers.double_loop.valid_rates.min", "2000.0 Hz is above max 1000.0 Hz"),
     ],

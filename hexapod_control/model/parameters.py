@@ -582,6 +582,26 @@ class SafetySettings(_Section):
     max_reference_acceleration: Positive = Field(
         description="bound on the actuator accelerations J_A^-1 xi_d_ddot of a reference's feed-forward [m/s^2]"
     )
+    plausible_step_margin: NonNegative = Field(
+        description="allowance for encoder noise and stamp jitter on the step between two consecutive joint "
+        "states: a step beyond plausible_speed_factor x limits.actuator_speed_max x their stamp spacing, plus "
+        "this, cannot be real: invalid joint state [m]"
+    )
+    max_joint_state_names: Annotated[int, Field(ge=6)] = Field(
+        description="a joint state naming more joints than this is rejected before its fields are read"
+    )
+    max_saturation_time: Positive = Field(
+        description="while controlling, some force held at limits.actuator_force_max for longer than this is a "
+        "HOLD fault [s]"
+    )
+    frozen_feedback_time: Positive = Field(
+        description="while controlling, a measurement (every position and velocity) unchanged for this long while "
+        "the forces could not leave the robot still (frozen_feedback_force) is a HOLD fault [s]"
+    )
+    frozen_feedback_force: Positive = Field(
+        description="the net force, mean command less the model's gravity load, that the drives' static friction "
+        "and the model's errors may hold still: beyond it on some actuator the robot must move [N]"
+    )
     diagnostics_period: Positive = Field(description="between routine diagnostics messages [s]")
 
     @model_validator(mode="after")
@@ -591,6 +611,13 @@ class SafetySettings(_Section):
             raise _Invalid(
                 "watchdog_period",
                 f"{self.watchdog_period} s must be shorter than joint_state_timeout {self.joint_state_timeout} s",
+            )
+        if self.max_future_stamp >= self.joint_state_timeout:
+            # A state stamped that far ahead, once taken, makes the genuine states after it look old
+            # (not answered) for as long: the watchdog would latch ZERO on a clock glitch.
+            raise _Invalid(
+                "max_future_stamp",
+                f"{self.max_future_stamp} s must be shorter than joint_state_timeout {self.joint_state_timeout} s",
             )
         return self
 

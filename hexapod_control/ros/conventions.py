@@ -73,13 +73,21 @@ def stamp_fields(t: float) -> tuple[int, int]:
     return nanoseconds // 1_000_000_000, nanoseconds % 1_000_000_000
 
 
-def joint_state_arrays(names, positions, velocities, expected_names) -> tuple[np.ndarray, np.ndarray]:
+def joint_state_arrays(names, positions, velocities, expected_names,
+                       max_names: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(q, qd) in the order of ``expected_names`` from a JointState's fields, validated.
 
     Extra joints are ignored (a driver may publish more); a missing or repeated joint name (which
     value would be meant?), mismatched lengths, absent velocities, a non-number or a non-finite
-    value raise InvalidInputError naming the joint.
+    value raise InvalidInputError naming the joint. With ``max_names``, a message naming more
+    joints is rejected before any field is read. The work is linear in the number of names.
     """
+    try:
+        count = len(names)
+    except TypeError as error:
+        raise InvalidInputError(f"joint state fields are not sequences: {error}") from error
+    if max_names is not None and count > max_names:
+        raise InvalidInputError(f"joint state names {count} joints, more than max_joint_state_names {max_names}")
     try:
         names = [str(name) for name in names]
         positions, velocities = list(positions), list(velocities)
@@ -91,8 +99,10 @@ def joint_state_arrays(names, positions, velocities, expected_names) -> tuple[np
         raise InvalidInputError(f"joint state has {len(names)} names but {len(velocities)} velocities")
     index = {name: k for k, name in enumerate(names)}
     if len(index) != len(names):
-        repeated = sorted({name for name in names if names.count(name) > 1})
-        raise InvalidInputError(f"joint state names joint(s) {repeated} more than once")
+        seen, repeated = set(), set()
+        for name in names:
+            (repeated if name in seen else seen).add(name)
+        raise InvalidInputError(f"joint state names joint(s) {sorted(repeated)} more than once")
     missing = [name for name in expected_names if name not in index]
     if missing:
         raise InvalidInputError(f"joint state lacks joint(s) {missing}")
