@@ -18,6 +18,7 @@ from scipy.optimize import brentq
 from hexapod_control.control.controllers import CONTROLLER_NAMES, make_controller
 from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.safety import (
+    RATE_KNOWN_SPACINGS,
     Action,
     Intake,
     SafetySupervisor,
@@ -72,6 +73,12 @@ def supervisor(parameters):
 
 
 @pytest.fixture
+def teleporting(parameters):
+    """A supervisor whose motion check cannot bite: for rows reached by jumping to a state at once."""
+    return make_supervisor(parameters, plausible_step_margin=1.0)
+
+
+@pytest.fixture
 def controller(parameters):
     return make_controller("computed_torque", HexapodModel(parameters))
 
@@ -87,9 +94,17 @@ def give_reference(supervisor, now, pose, velocity=None, acceleration=None):
     return supervisor.reference_point(now, now, point)
 
 
+def settle(supervisor, now, q, qd=None):
+    """Feed the states of the last RATE_KNOWN_SPACINGS periods up to ``now``: the rate is known then."""
+    period = 1.0 / supervisor.model.parameters.controllers.rate
+    for k in range(RATE_KNOWN_SPACINGS, -1, -1):
+        assert feed(supervisor, now - k * period, q, qd) == Intake.TAKEN
+    assert supervisor.rate_known
+
+
 def armed(supervisor, controller, parameters, home, now=0.0):
     q = np.full(6, parameters.home_actuator_position)
-    assert feed(supervisor, now, q) == Intake.TAKEN
+    settle(supervisor, now, q)
     assert give_reference(supervisor, now, home)
     accepted, message = supervisor.arm(now, controller.reset)
     assert accepted, message
@@ -144,7 +159,11 @@ def test_arm_needs_fresh_valid_feedback_inside_the_limits(supervisor, controller
     accepted, message = supervisor.arm(late, controller.reset)
     assert not accepted and "speed limit" in message
     feed(supervisor, late + 0.001, home_q)
-    assert supervisor.arm(late + 0.001, controller.reset) == (True, "armed")
+    accepted, message = supervisor.arm(late + 0.001, controller.reset)
+    assert not accepted and "rate is not known yet (2 stamp spacings" in message
+    settle(supervisor, late + 0.01, home_q)
+    accepted, message = supervisor.arm(late + 0.01, controller.reset)
+    assert accepted and message.startswith("armed")
 
 
 def test_arm_while_armed_changes_nothing_and_keeps_the_integral(parameters, home, home_q):
@@ -166,7 +185,7 @@ def test_arm_while_armed_changes_nothing_and_keeps_the_integral(parameters, home
 
 def test_armed_without_reference_holds_with_gravity_compensation_unlatched(supervisor, controller, parameters, home_q):
     qd = np.full(6, 0.01)
-    feed(supervisor, 0.0, home_q)
+    settle(supervisor, 0.0, home_q)
     assert supervisor.arm(0.0, controller.reset)[0]
     feed(supervisor, 0.001, home_q, qd)
     decision = supervisor.command(0.001, controller.update)
@@ -199,7 +218,7 @@ OFFSET = np.array([0.03, 0.0, 0.0, 0.0, 0.0, 0.05])  # 3 cm and 0.05 rad: beyond
 def test_arming_far_from_the_reference_ramps_from_the_measured_pose(supervisor, controller, parameters, model, home, home_q):
     target = home + OFFSET
     assert give_reference(supervisor, 0.0, target)  # disarmed: not a step from anything
-    feed(supervisor, 0.0, home_q)
+    settle(supervisor, 0.0, home_q)
     accepted, message = supervisor.arm(0.0, controller.reset)
     assert accepted and "ramp" in message
     ramp = supervisor.ramp
@@ -225,17 +244,27 @@ def test_arming_far_from_the_reference_ramps_from_the_measured_pose(supervisor, 
     assert supervisor.ramp is None
 
 
-def test_arming_near_the_reference_tracks_it_at_once(supervisor, controller, home, home_q):
-    near = home + np.array([0.005, 0.0, 0.0, 0.0, 0.0, 0.02])  # within 1 cm and 0.05 rad
+@pytest.mark.parametrize("offset", [0.008, 0.003, 0.0], ids=["8_mm", "3_mm", "none"])
+def test_arming_near_the_reference_ramps_too(supervisor, controller, parameters, model, home, home_q, offset):
+    """A millimetre's offset taken at once is a step the position gains answer at the force limit
+    (the adversarial run: 8 mm gave +-333 N, 3 mm +-199 N): arming ramps from the measured pose."""
+    near = home + np.array([offset, 0.0, 0.0, 0.0, 0.0, 0.0])
     assert give_reference(supervisor, 0.0, near)
-    feed(supervisor, 0.0, home_q)
-    assert supervisor.arm(0.0, controller.reset) == (True, "armed")
-    assert supervisor.ramp is None
-    np.testing.assert_array_equal(supervisor.tracked_reference(0.0).pose, near)
+    settle(supervisor, 0.0, home_q)
+    accepted, message = supervisor.arm(0.0, controller.reset)
+    assert accepted and "ramp" in message
+    assert supervisor.ramp.duration >= parameters.trajectories.move.minimum_duration
+    start = supervisor.tracked_reference(0.0)
+    np.testing.assert_allclose(model.inverse_kinematics(start.pose[:3], start.pose[3:]).q, home_q, rtol=0, atol=1e-12)
+    decision = supervisor.command(0.0, controller.update)
+    assert decision.action == Action.CONTROL and not decision.saturated.any()
+    # The force at arming is the static one: no error to answer (virtual work, not the model's term).
+    np.testing.assert_allclose(decision.forces, static_forces(parameters, home_q), rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(supervisor.tracked_reference(supervisor.ramp.duration).pose, near)
 
 
 def test_first_reference_after_arming_far_away_is_reached_by_a_ramp(supervisor, controller, model, home, home_q):
-    feed(supervisor, 0.0, home_q)
+    settle(supervisor, 0.0, home_q)
     assert supervisor.arm(0.0, controller.reset) == (True, "armed")
     assert give_reference(supervisor, 0.001, home + OFFSET)  # the first: no last reference to step from
     feed(supervisor, 0.001, home_q)
@@ -277,6 +306,7 @@ def test_steady_watchdog_trips_when_the_node_clock_stands_still(supervisor, cont
     """/clock absent or rewound: the node's clock never makes the feedback stale, the steady clock does."""
     timeout = supervisor.settings.joint_state_timeout
     assert supervisor.steady_watchdog(1e6, timeout) is None  # nothing taken yet: no force to withdraw
+    settle(supervisor, -0.001, home_q)
     feed(supervisor, 0.0, home_q, steady=100.0)
     assert give_reference(supervisor, 0.0, home)
     assert supervisor.arm(0.0, controller.reset)[0]
@@ -369,8 +399,9 @@ def test_joint_state_arrays_refuses_duplicate_names():
     ids=["above_travel", "below_travel", "overlapping", "1e6_m_per_s", "5x_speed",
          "just_above_travel", "carriages_touch", "fast"],
 )
-def test_impossible_measurements_are_invalid_real_violations_hold(supervisor, controller, parameters, home, position,
+def test_impossible_measurements_are_invalid_real_violations_hold(teleporting, controller, parameters, home, position,
                                                                    velocity, action, words):
+    supervisor = teleporting
     armed(supervisor, controller, parameters, home)
     q = np.full(6, parameters.home_actuator_position)
     if position is not None:
@@ -395,7 +426,8 @@ def test_impossible_measurements_are_invalid_real_violations_hold(supervisor, co
     ],
     ids=["travel", "separation", "speed"],
 )
-def test_limit_violation_holds_latched(supervisor, controller, parameters, home, change, velocity, words):
+def test_limit_violation_holds_latched(teleporting, controller, parameters, home, change, velocity, words):
+    supervisor = teleporting
     armed(supervisor, controller, parameters, home)
     q = np.full(6, parameters.home_actuator_position)
     change(q)
@@ -422,8 +454,9 @@ def test_hold_force_never_exceeds_its_own_bound(supervisor, controller, paramete
     assert decision.saturated.all()
 
 
-def test_hold_force_not_computable_gives_zero(supervisor, controller, parameters, home):
+def test_hold_force_not_computable_gives_zero(teleporting, controller, parameters, home):
     """Inside the travel but q0 + q1 > 2L: nothing assembles, so no gravity force exists -> ZERO."""
+    supervisor = teleporting
     armed(supervisor, controller, parameters, home)
     q = np.full(6, parameters.home_actuator_position)
     q[:2] = 0.39

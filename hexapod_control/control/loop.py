@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,9 @@ from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import HexapodError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.ros.conventions import ReferencePoint, reference_point_from_euler
+
+
+ReferenceSource = Callable[[float], None]
 
 
 class Level(enum.IntEnum):
@@ -103,7 +107,7 @@ class ControlLoop:
 
     ``model`` is shared (immutable); the controller, the supervisor and the pose output each keep
     their own forward-kinematics warm start. ``arm_on_start`` arms at the first valid joint state
-    (simulation); on the robot the operator arms with :meth:`arm`. A ``controllers.rate`` outside
+    and holds until the rate is known (simulation); on the robot the operator arms with :meth:`arm`. A ``controllers.rate`` outside
     the gain set's ``valid_rates``, or a HOLD damper unstable at their lowest rate, is a
     ParameterError here; the supervisor checks the measured joint-state rate against them.
     """
@@ -151,18 +155,23 @@ class ControlLoop:
         return valid
 
     def joint_state(self, now: float, stamp: float, names, positions, velocities,
-                    steady: float | None = None) -> StepRecord | None:
+                    steady: float | None = None, reference_source: ReferenceSource | None = None) -> StepRecord | None:
         """Answer a joint state; None for a repeated or out-of-order stamp (answered already).
 
         ``steady``: the monotonic arrival time, which a node passes for :meth:`steady_watchdog`.
+        ``reference_source(stamp)``: called for a state that will be answered, and only then, to
+        hand the supervisor the reference for its stamp (the one-process stack's trajectory player):
+        a copy or an older state never moves the reference.
         """
         intake = self.supervisor.joint_state(now, stamp, names, positions, velocities, steady)
         if intake == Intake.REPEATED:
             return None
         feedback = self.supervisor.feedback if intake == Intake.TAKEN else None
+        if feedback is not None and reference_source is not None:
+            reference_source(stamp)
         if feedback is not None and self.arm_on_start:
             self.arm_on_start = False  # once: a later fault must be re-armed by the operator
-            self.arm(now)
+            self.last_arm = self.supervisor.arm(now, self.controller.reset, hold_until_rate_known=True)
         decision = self.supervisor.command(now, self.controller.update)
         self.last_decision = decision
         if isinstance(self.controller, DelayCompensatedController):
@@ -179,6 +188,12 @@ class ControlLoop:
             nan = np.full(6, np.nan)
             return StepRecord(stamp, nan, nan, None, decision, self.diagnostic(now), self.supervisor.last_error)
         return StepRecord(stamp, feedback.q, feedback.qd, pose, decision, self.diagnostic(now))
+
+    def judge(self, now: float, stamp: float, names, positions, velocities, steady: float | None = None) -> None:
+        """Validate a joint state that will not be answered (a newer one waits): it counts and latches
+        as any other (safety.py), and a valid one is a spacing of the rate and the next motion check's
+        baseline."""
+        self.supervisor.joint_state(now, stamp, names, positions, velocities, steady)
 
     # -------------------------------------------------------------- operator
     def arm(self, now: float) -> tuple[bool, str]:

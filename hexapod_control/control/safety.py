@@ -17,12 +17,15 @@ Safe-behaviour rule (one action per situation, the first row that applies):
 situation                                                                 action    latches
 ========================================================================  ========  ===========
 disarmed                                                                  ZERO      -
-joint state invalid: wrong length, missing or duplicate joint name,
-NaN/inf, stamp not finite or more than ``max_future_stamp`` ahead of the
-clock; or impossible: a position beyond the travel, or a slider pair
-closer than ``limits.min_slider_separation``, by more than
+joint state invalid: more than ``max_joint_state_names`` names, wrong
+length, missing or duplicate joint name, NaN/inf, stamp not finite or
+more than ``max_future_stamp`` ahead of the clock; or impossible: a
+position beyond the travel, or a slider pair closer than
+``limits.min_slider_separation``, by more than
 ``plausible_position_margin``, a speed above ``plausible_speed_factor``
-x ``limits.actuator_speed_max``                                           ZERO      yes
+x ``limits.actuator_speed_max``, or a step from the previous valid state
+longer than that speed allows over their stamp spacing plus
+``plausible_step_margin`` (motion consistency)                            ZERO      yes
 joint states stale: the latest stamped more than ``max_feedback_age``
 ago, none valid for ``joint_state_timeout`` (watchdog, node clock), or
 none for ``joint_state_timeout`` of steady time (under use_sim_time
@@ -32,7 +35,13 @@ actuator outside its travel, adjacent sliders closer than
 ``limits.min_slider_separation`` (anti-collision), actuator faster than
 ``limits.actuator_speed_max``                                             HOLD      yes
 joint-state rate outside the controller's ``valid_rates`` by more than
-1 %: the median of the last 100 stamp spacings (judged once 100 are in)   HOLD      yes
+1 %: the median of the last 100 stamp spacings (judged once 5 are in),
+or the last 5 spacings all longer than the slowest valid period (a drop
+is caught within 5 slow periods)                                          HOLD      yes
+feedback that does not answer the force: some force at the limit for
+longer than ``max_saturation_time``; or every position and velocity
+unchanged for ``frozen_feedback_time`` while the mean command less the
+model's gravity load exceeds ``frozen_feedback_force`` somewhere           HOLD      yes
 reference invalid: NaN, Euler singularity, unreachable by inverse
 kinematics within the travel and the slider separation, feed-forward
 actuator speed J_A^-1 xi_d_dot above ``limits.actuator_speed_max`` or
@@ -42,6 +51,7 @@ acceleration J_A^-1 xi_d_ddot above ``max_reference_acceleration``, or
 stale (none for ``reference_timeout``)                                    HOLD      yes
 no smooth ramp from the measured pose to the reference (see arming)       HOLD      yes
 controller safe output (singular, kinematics failure, bad input)          HOLD      yes
+armed at start (``arm_on_start``) before the rate is known                HOLD      no
 armed, no reference received yet                                          HOLD      no
 everything valid                                                          CONTROL   -
 ========================================================================  ========  ===========
@@ -64,7 +74,24 @@ everything valid                                                          CONTRO
   relaxes; a HOLD fault escalates to ZERO when the feedback goes stale or invalid.
 * A valid joint state not stamped later than the last one taken (a copy, or out of order) is
   not answered and not a fault. Only valid states enter that bookkeeping: an invalid one (e.g.
-  stamped in the future) can never make the genuine states that follow look old.
+  stamped in the future) can never make the genuine states that follow look old. The schema keeps
+  ``max_future_stamp`` below ``joint_state_timeout``, so a state taken from slightly ahead cannot
+  make the watchdog trip either.
+* Every joint state that arrives is judged, also one a late loop will not answer because a newer
+  one waits (:meth:`SafetySupervisor.joint_state` without :meth:`SafetySupervisor.command`): a bad
+  one counts and latches as above, a good one is the baseline of the next motion check and a
+  spacing of the rate. The rate is therefore the driver's, not the loop's.
+* Motion consistency: a real slider moves at most ``plausible_speed_factor`` x
+  ``limits.actuator_speed_max`` (the bound on a plausible speed), so between two states stamped
+  dt apart it moves at most that times dt; ``plausible_step_margin`` covers encoder noise and a
+  stamp that is off by some jitter. A glitch of one sample (a position off by a centimetre, say)
+  fails it, and is answered with ZERO rather than with the force limit.
+* Feedback that does not answer: a robot whose force stays pinned at the limit is not being
+  controlled (an unstable loop, a stuck or frozen measurement), and a robot that does not move
+  while the model says its net force must move it is not being measured. The frozen check
+  averages the commands since the measurement froze and compares them with g_bar at the frozen
+  q; it runs once per ``frozen_feedback_time``, and the message states the displacement the model
+  predicts, 1/2 M_bar^-1 (mean command - g_bar) T^2.
 * References are checked once, on arrival (a copy of the last one is not checked again); a
   rejected one is never tracked, and a later valid one does not clear the fault. A sample of a
   source validated when it changed (:meth:`SafetySupervisor.validated_reference`: the one-process
@@ -73,23 +100,25 @@ everything valid                                                          CONTRO
   from the last reference only: the inverse kinematics and feed-forward limits of the reference
   row cost a third of the 1 kHz cycle and were already checked along the whole path.
 * ``arm`` is accepted only with fresh, valid feedback inside every limit, at a joint-state rate
-  inside ``valid_rates`` (the rate row above; before 100 spacings it is not known yet and does not
-  refuse: a simulation arms at its first state, and the row applies as soon as it is known), and
-  after the controller's ``reset`` at that state succeeded. Arming while armed changes nothing (the
+  known (at least 5 spacings) and inside ``valid_rates`` (the rate row above), and after the
+  controller's ``reset`` at that state succeeded. A simulation that arms at its first state
+  (``arm_on_start``) is the one exception to "known": it holds the measured state (gravity
+  compensation, no position target) until 5 spacings are in, rather than dropping the platform
+  for want of a force; then the rate row applies. Arming while armed changes nothing (the
   controller keeps its state, e.g. the double loop's integral) and answers "already armed".
 * The rate is measured from the stamps (time of measurement) of the valid joint states taken,
   armed or not, so a driver's rate is known by the time an operator arms. A rate drifting outside
   while armed is a HOLD fault: the gains may be unstable there, the hold damper is stable at any
   rate above its own bound (below ``valid_rates.min``, checked at start) and bounded by
   ``hold_force_max`` below it.
-* Arming starts from the measured pose. The reference at arming (or the first one after it) is
-  tracked at once when it lies within ``max_reference_position_step`` / ``max_reference_angle_step``
-  of the measured pose; otherwise the controller tracks the reference plus an offset that starts
-  at (measured pose - reference) and decays to zero along a :class:`SmoothMove` of that
-  displacement (quintic, actuator speeds within ``trajectories.move.speed_fraction`` of the limit,
-  its path checked by inverse kinematics; if it cannot be built, arming is refused, or a HOLD fault
-  when the reference came later). The reference keeps moving meanwhile; it is reached, never
-  jumped to.
+* Arming always starts from the measured pose, however close the reference is: the controller
+  tracks the reference plus an offset that starts at (measured pose - reference) and decays to
+  zero along a :class:`SmoothMove` of that displacement (quintic, at least
+  ``trajectories.move.minimum_duration``, actuator speeds within
+  ``trajectories.move.speed_fraction`` of the limit, its path checked by inverse kinematics; if it
+  cannot be built, arming is refused, or a HOLD fault when the reference came later). The
+  reference keeps moving meanwhile; it is reached, never jumped to: even a millimetre's offset
+  taken at once is a step that the position gains answer at the force limit.
 * Below the node: if the node's process dies, nothing it decides reaches the drives. The drive
   side must zero the force when commands stop (see the controller node and the README).
 """
@@ -122,6 +151,10 @@ RATE_TOLERANCE = 0.01
 # by skipping states (measured: bursts that put a 15-spacing median at 748 Hz and latched a HOLD
 # on a 1 kHz loop) moves it not at all; a driver that really runs slower is caught within 0.1 s.
 RATE_WINDOW = 100
+# Spacings before the rate counts as known (arming needs it), and the run of consecutive slow
+# spacings that is a drop: at 100 Hz in place of 1 kHz, five periods are 50 ms of a rate at which
+# the gains may be unstable, where the 100-spacing median would take half a second.
+RATE_KNOWN_SPACINGS = 5
 
 
 def hold_damping_bound(delay_periods: int) -> float:
@@ -212,6 +245,7 @@ class SafetySupervisor:
         self.fault_action: Action | None = None
         self.reason = "not armed yet"
         self.feedback: Feedback | None = None  # last valid joint state, None after a rejected one
+        self._last_valid: Feedback | None = None  # the last valid state taken, kept after a rejected one
         self.last_feedback_time: float | None = None  # when any joint state last arrived
         self.reference: ReceivedReference | None = None  # the last valid reference
         self.ramp: SmoothMove | None = None  # the displacement still to cover since arming
@@ -223,10 +257,18 @@ class SafetySupervisor:
         self.invalid_references = 0
         self.faults = 0
         self.last_error = ""
+        self._saturated_since: float | None = None  # stamp from which some force has stayed at the limit
+        self._frozen_since: float | None = None  # stamp from which the measurement has not changed
+        self._frozen_force_sum = np.zeros(6)  # the CONTROL forces sent since then
+        self._frozen_commands = 0
 
     # -------------------------------------------------------------- operator
-    def arm(self, now: float, reset: ResetLaw) -> tuple[bool, str]:
-        """Arm (or re-arm after a fault); returns (accepted, message). A no-op while armed."""
+    def arm(self, now: float, reset: ResetLaw, hold_until_rate_known: bool = False) -> tuple[bool, str]:
+        """Arm (or re-arm after a fault); returns (accepted, message). A no-op while armed.
+
+        ``hold_until_rate_known``: a simulation arming at its first state (``arm_on_start``) is
+        not refused for a rate not known yet; it holds until it is (module doc).
+        """
         if self.state == SupervisorState.ARMED:
             return True, "already armed"  # a reset now would drop what the controller has learnt
         feedback = self.feedback
@@ -235,7 +277,8 @@ class SafetySupervisor:
         stale = self._staleness(now)
         if stale:
             return False, f"cannot arm: {stale}"
-        problem = self._state_problem(feedback) or self._rate_problem()
+        problem = (self._state_problem(feedback) or ("" if hold_until_rate_known else self._rate_unknown())
+                   or self._rate_problem())
         if problem:
             return False, f"cannot arm: {problem}"
         try:
@@ -243,12 +286,27 @@ class SafetySupervisor:
         except HexapodError as error:
             return False, f"cannot arm: the controller cannot start from the measured state: {error}"
         self._start_pending, self.ramp = True, None
+        self._saturated_since = None
+        self._restart_frozen_window(None)
         if self.reference is not None:
             problem = self._start_tracking(feedback)
             if problem:
                 return False, f"cannot arm: {problem}"
         self.state, self.fault_action, self.reason = SupervisorState.ARMED, None, ""
         return True, "armed" if self.ramp is None else f"armed: ramp to the reference over {self.ramp.duration:.3g} s"
+
+    @property
+    def rate_known(self) -> bool:
+        """Enough stamp spacings are in to judge the joint-state rate (arming needs it)."""
+        return self.joint_state_period.spacings >= RATE_KNOWN_SPACINGS
+
+    def _rate_unknown(self) -> str:
+        """Why the joint-state rate is not known yet ('' once RATE_KNOWN_SPACINGS spacings are in)."""
+        if self.rate_known:
+            return ""
+        count = self.joint_state_period.spacings
+        return (f"the joint-state rate is not known yet ({count} stamp spacings, {RATE_KNOWN_SPACINGS} needed to "
+                f"check it against hexapod.{self.valid_rates_key})")
 
     def disarm(self, reason: str = "disarmed by request") -> None:
         self.state, self.fault_action, self.reason = SupervisorState.DISARMED, None, reason
@@ -273,8 +331,11 @@ class SafetySupervisor:
                     f"joint state stamped {stamp - now:.6g} s ahead of the clock (max_future_stamp "
                     f"{self.settings.max_future_stamp} s)"
                 )
-            q, qd = joint_state_arrays(names, positions, velocities, self.joint_names)
+            q, qd = joint_state_arrays(names, positions, velocities, self.joint_names,
+                                       self.settings.max_joint_state_names)
             self._check_plausible(q, qd)
+            if stamp > self._last_stamp:
+                self._check_motion(stamp, q)
         except (InvalidInputError, TypeError, ValueError) as error:
             return self._reject(f"invalid joint state: {error}")
         if stamp <= self._last_stamp:
@@ -285,10 +346,15 @@ class SafetySupervisor:
                 f"joint state stale: measured {now - stamp:.6g} s ago (max_feedback_age "
                 f"{self.settings.max_feedback_age} s)"
             )
+        previous = self._last_valid
+        if previous is None or not (np.array_equal(q, previous.q) and np.array_equal(qd, previous.qd)):
+            self._restart_frozen_window(None)
+        elif self._frozen_since is None:
+            self._restart_frozen_window(previous.stamp)
         self._last_stamp = stamp
         self._last_steady = steady
         self.joint_state_period.add(stamp)
-        self.feedback = Feedback(stamp=stamp, received=now, q=q, qd=qd)
+        self.feedback = self._last_valid = Feedback(stamp=stamp, received=now, q=q, qd=qd)
         return Intake.TAKEN
 
     def reference_point(self, now: float, stamp: float, point: ReferencePoint | None, error: str = "") -> bool:
@@ -378,6 +444,8 @@ class SafetySupervisor:
         if problem:
             self._fault(Action.HOLD, problem)
             return self._act(Action.HOLD, problem, feedback)
+        if not self.rate_known:
+            return self._act(Action.HOLD, "waiting for the joint-state rate", feedback)  # not a fault
         if self.reference is None:
             return self._act(Action.HOLD, "waiting for a reference", feedback)  # not a fault
         age = now - self.reference.received
@@ -400,7 +468,12 @@ class SafetySupervisor:
             return self._act(Action.HOLD, self.reason, feedback, output)
         limit = self.limits.actuator_force_max
         saturated = np.asarray(output.saturated, dtype=bool) | (np.abs(forces) > limit)
-        return Decision(np.clip(forces, -limit, limit), Action.CONTROL, self.state, "", output, saturated)
+        forces = np.clip(forces, -limit, limit)
+        problem = self._unanswered_force(feedback, forces, saturated)
+        if problem:
+            self._fault(Action.HOLD, problem)
+            return self._act(Action.HOLD, problem, feedback, output)
+        return Decision(forces, Action.CONTROL, self.state, "", output, saturated)
 
     def tracked_reference(self, t: float) -> Reference:
         """What the controller tracks at ``t``: the latest reference, plus the ramp's offset while it runs."""
@@ -459,6 +532,63 @@ class SafetySupervisor:
             raise InvalidInputError(f"{self.joint_names[fastest]} speed {qd[fastest]:.6g} m/s is impossible: "
                                     f"above {bound:.6g} m/s")
 
+    def _check_motion(self, stamp: float, q: np.ndarray) -> None:
+        """InvalidInputError for a step from the last valid state that no real slider can make (module doc)."""
+        previous = self._last_valid
+        if previous is None:
+            return
+        settings = self.settings
+        bound = (settings.plausible_speed_factor * self.limits.actuator_speed_max * (stamp - previous.stamp)
+                 + settings.plausible_step_margin)
+        steps = np.abs(q - previous.q)
+        largest = int(np.argmax(steps))
+        if steps[largest] > bound:
+            raise InvalidInputError(
+                f"{self.joint_names[largest]} moved {steps[largest]:.6g} m in {stamp - previous.stamp:.6g} s since the "
+                f"last valid joint state, which is impossible: above {bound:.6g} m (plausible_speed_factor x "
+                f"actuator_speed_max x the stamp spacing + plausible_step_margin)")
+
+    def _restart_frozen_window(self, since: float | None) -> None:
+        self._frozen_since = since
+        self._frozen_force_sum[:] = 0.0
+        self._frozen_commands = 0
+
+    def _unanswered_force(self, feedback: Feedback, forces: np.ndarray, saturated: np.ndarray) -> str:
+        """Why the feedback does not answer the force ('' when it may): the saturation and frozen rows."""
+        settings = self.settings
+        if saturated.any():
+            if self._saturated_since is None:
+                self._saturated_since = feedback.stamp
+            elif feedback.stamp - self._saturated_since > settings.max_saturation_time:
+                pinned = [name for name, s in zip(self.joint_names, saturated) if s]
+                return (f"force of {', '.join(pinned)} at the limit {self.limits.actuator_force_max} N for "
+                        f"{feedback.stamp - self._saturated_since:.3g} s (max_saturation_time "
+                        f"{settings.max_saturation_time} s): the loop is not controlling the robot")
+        else:
+            self._saturated_since = None
+        if self._frozen_since is None:
+            return ""
+        self._frozen_force_sum += forces
+        self._frozen_commands += 1
+        frozen_for = feedback.stamp - self._frozen_since
+        if frozen_for < settings.frozen_feedback_time:
+            return ""
+        mean = self._frozen_force_sum / self._frozen_commands
+        self._restart_frozen_window(feedback.stamp)  # judged once per window
+        try:
+            net = mean - self.model.gravity_term(feedback.q, state=self.kinematic_state)
+            acceleration = np.linalg.solve(self.model.mass_matrix(feedback.q, state=self.kinematic_state), net)
+        except (HexapodError, np.linalg.LinAlgError):
+            return ""  # the hold row's own computation reports a model that fails here
+        k = int(np.argmax(np.abs(net)))
+        if abs(net[k]) <= settings.frozen_feedback_force:
+            return ""
+        predicted = 0.5 * np.abs(acceleration) * frozen_for**2
+        return (f"feedback frozen: every position and velocity unchanged for {frozen_for:.3g} s while "
+                f"{self.joint_names[k]} had a net force of {net[k]:.4g} N (mean command less gravity; "
+                f"frozen_feedback_force {settings.frozen_feedback_force} N): the model predicts a motion of "
+                f"{1e3 * predicted.max():.3g} mm")
+
     def _state_problem(self, feedback: Feedback) -> str:
         """Why the measured state violates a limit ('' when it does not)."""
         try:
@@ -481,13 +611,21 @@ class SafetySupervisor:
 
     def _rate_problem(self) -> str:
         """Why the measured joint-state rate is outside ``valid_rates`` ('' inside, or not yet known)."""
-        if not self.joint_state_period.full:
+        period = self.joint_state_period
+        if period.spacings < RATE_KNOWN_SPACINGS:
             return ""
-        rate, rates = self.joint_state_rate, self.valid_rates
+        rates = self.valid_rates
+        slowest = 1.0 / (rates.min * (1.0 - RATE_TOLERANCE))
+        latest = period.latest(RATE_KNOWN_SPACINGS)
+        if min(latest) > slowest:
+            return (f"joint-state rate dropped: the last {RATE_KNOWN_SPACINGS} stamp spacings "
+                    f"({', '.join(f'{1e3 * s:.4g}' for s in latest)} ms) are all longer than the slowest valid "
+                    f"period {1e3 / rates.min:.4g} ms of hexapod.{self.valid_rates_key} = {rates}")
+        rate = self.joint_state_rate
         if rates.min * (1.0 - RATE_TOLERANCE) <= rate <= rates.max * (1.0 + RATE_TOLERANCE):
             return ""
         return (f"joint states come at {rate:.4g} Hz (median stamp spacing {1e3 / rate:.4g} ms over the last "
-                f"{RATE_WINDOW}), outside hexapod.{self.valid_rates_key} = {rates}")
+                f"{period.spacings}), outside hexapod.{self.valid_rates_key} = {rates}")
 
     def _check_hold_damping(self) -> None:
         """ParameterError unless the HOLD damper is stable at the lowest valid rate (module doc)."""
@@ -543,8 +681,6 @@ class SafetySupervisor:
         target = self.reference.reference.pose
         try:
             measured = self.model.forward_kinematics(feedback.q, self.kinematic_state).pose
-            if not self._step_problem(target - measured):
-                return ""
             self.ramp = SmoothMove(self.model, measured, target, start_time=feedback.stamp)
         except HexapodError as error:
             return f"no smooth ramp from the measured pose to the reference: {error}"

@@ -31,6 +31,10 @@ class StampPeriod:
         """How many spacings the median is taken over (at most ``window``)."""
         return len(self._spacings)
 
+    def latest(self, count: int) -> list[float]:
+        """The last ``count`` spacings [s], oldest first (fewer before ``count`` have been added)."""
+        return list(self._spacings)[-count:]
+
     @property
     def full(self) -> bool:
         """The window holds ``window`` spacings."""
