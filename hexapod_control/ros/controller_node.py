@@ -79,6 +79,9 @@ NODE_NAME = "hexapod_controller"
 class ControllerNode(HexapodNode):
     default_name = NODE_NAME
     takes_references = True  # from the reference topic (the one-process stack samples its own)
+    # ControlLoop.joint_state's reference_source: the one-process stack samples its trajectory at
+    # the stamp of each state it answers; this node takes references by topic.
+    reference_source = None
 
     def _setup(self, parameters) -> None:
         use_sim_time = self.get_parameter("use_sim_time").value
@@ -125,9 +128,8 @@ class ControllerNode(HexapodNode):
     def _on_joint_state(self, message: JointState) -> None:
         now, stamp = seconds(self), time_from_stamp(message.header.stamp)
         arming_on_start = self.control.arm_on_start
-        self._before_joint_state(stamp)
         record = self.control.joint_state(now, stamp, message.name, message.position, message.velocity,
-                                          steady=time.monotonic())
+                                          steady=time.monotonic(), reference_source=self.reference_source)
         if record is None:
             return  # a copy (e.g. a lockstep simulator's resend) or out of order: answered already
         if record.error:
@@ -140,8 +142,11 @@ class ControllerNode(HexapodNode):
             self._publish_status(now, record.diagnostic)
         self._after_joint_state(stamp, record)
 
-    def _before_joint_state(self, stamp: float) -> None:
-        """Hook of the one-process stack: the reference for this stamp (this node takes them by topic)."""
+    def _judge_joint_state(self, message: JointState) -> None:
+        """Validate a state that will not be answered (a newer one waits): safety.py judges every one."""
+        self.control.judge(seconds(self), time_from_stamp(message.header.stamp), message.name, message.position,
+                           message.velocity, steady=time.monotonic())
+
 
     def _after_joint_state(self, stamp: float, record) -> None:
         """Hook of the one-process stack: its decimated outputs."""

@@ -32,9 +32,12 @@ Diagnostics those of the controller node, plus the executor, the superseded join
 Executor (parameter ``executor``). ``wait_set`` (default): the joint states wait alone in a wait
 set of their own (:mod:`hexapod_control.ros.wait_set_loop`) and the watchdog checks run in that
 loop at ``safety.watchdog_period``; services, parameters and the diagnostics timer are served by
-polling the executor every ``SERVICE_POLL_PERIOD_S``. When the loop falls behind, only the newest
-waiting joint state is answered (the older ones are counted as ``superseded_joint_states``: an
-answer to them would be overwritten at once). ``single_threaded``: rclpy's SingleThreadedExecutor
+polling the executor every ``SERVICE_POLL_PERIOD_S``, each poll starting no callback after
+``SERVICE_POLL_BUDGET_S``: a flood of requests waits in its queue, and delays an answer by at most
+that budget plus one callback. When the loop falls behind, only the newest waiting joint state is
+answered; the older ones are counted as ``superseded_joint_states`` (an answer to them would be
+overwritten at once) and judged all the same: a bad one counts and latches, a good one is a
+spacing of the measured rate (control/safety.py). ``single_threaded``: rclpy's SingleThreadedExecutor
 runs everything, as in the controller node. ``events``: rclpy's EventsExecutor (experimental).
 What each costs is measured by benchmarks/bench_loop.py (README, "The 1 kHz loop").
 """
@@ -78,9 +81,12 @@ from hexapod_control.ros.wait_set_loop import WaitSetLoop
 NODE_NAME = "hexapod_robot_stack"
 DEFAULT_PUBLISH_RATE_HZ = 50.0  # decimated outputs: enough for RViz and plots, negligible CPU
 EXECUTORS = ("wait_set", "single_threaded", "events")
-# Services, parameters and the diagnostics timer wait at most this long [s]; a poll of the
-# executor costs about 0.14 ms, 1.4 % of a core at this rate.
+# Services, parameters and the diagnostics timer wait at most this long [s] for the executor's poll.
 SERVICE_POLL_PERIOD_S = 0.01
+# A poll starts no callback after this [s]: with the one callback running then, the most any rate
+# of requests can delay a joint state's answer (a tenth of a 1 kHz period; a goal's path check,
+# the longest callback, is a few periods).
+SERVICE_POLL_BUDGET_S = 0.0001
 EVENTS_SPIN_TIMEOUT_S = 0.1  # the events executor's wait; its loop checks for shutdown in between
 
 
@@ -101,6 +107,7 @@ class RobotStackNode(ControllerNode):
             raise ParameterError(f"ROS parameter 'publish_rate' of node {self.get_name()!r}: expected a positive "
                                  f"number of Hz, got {publish_rate!r}")
         self.player = TrajectoryPlayer(self.control.model, trajectory)
+        self.reference_source = self._reference_for
         self.publish_period = 1.0 / publish_rate
         self._next_publication = -math.inf
         self._reference = None
@@ -127,7 +134,8 @@ class RobotStackNode(ControllerNode):
         self.watchdog_period = watchdog_period
         self._next_watchdog = time.monotonic() + watchdog_period
         self.loop = WaitSetLoop(self, JointState, TOPICS["joint_states"], RELIABLE_QOS, self._on_joint_states,
-                                lambda: self._next_watchdog, self._on_watchdogs, SERVICE_POLL_PERIOD_S)
+                                lambda: self._next_watchdog, self._on_watchdogs, SERVICE_POLL_PERIOD_S,
+                                SERVICE_POLL_BUDGET_S)
 
     def spin(self, executor) -> None:
         use_realtime_priority(self, self.realtime_priority)
@@ -149,6 +157,8 @@ class RobotStackNode(ControllerNode):
     # -------------------------------------------------------------- hot path
     def _on_joint_states(self, messages: list[JointState]) -> None:
         self.superseded_joint_states += len(messages) - 1
+        for message in messages[:-1]:
+            self._judge_joint_state(message)
         self._on_joint_state(messages[-1])
 
     def _on_watchdogs(self, now: float) -> None:
@@ -171,7 +181,8 @@ class RobotStackNode(ControllerNode):
             self.timing_log.save()
         super().destroy_node()
 
-    def _before_joint_state(self, stamp: float) -> None:
+    def _reference_for(self, stamp: float) -> None:
+        """The trajectory sample at the stamp of a state that will be answered (and only of such a one)."""
         if self._autostart:
             self._autostart = False  # at the first joint state: the trajectory's t = 0 is its stamp
             self.player.start(stamp, autostart=True)

@@ -8,6 +8,9 @@ of the robot stack, the effort commands of the fake driver) waits alone in a wai
 entries, it and the Ctrl-C guard condition, and its messages are taken directly. The rest of the
 node (services, parameter services, timers, /clock) stays with the executor, which is polled
 without waiting every ``poll_period``: a service answers within that, and costs nothing between.
+A poll runs one ready callback and starts no further one once ``poll_budget`` has passed, so no
+rate of requests delays the loop's own work by more than ``poll_budget`` plus the one callback
+running when it ran out (a flood of requests waits in its queue, not in the loop).
 
 The owner gives a deadline (monotonic seconds) and what to do at it: the fake driver's next tick,
 the robot stack's next watchdog check. The wait never outlasts the deadline, so timing work runs on
@@ -20,6 +23,7 @@ needs no lock.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -50,11 +54,13 @@ class WaitSetLoop:
     The loop subscribes to ``topic`` itself (in an :class:`OwnLoopGroup`). ``on_messages(messages)``
     gets every message taken at one wake, oldest first (more than one when the loop fell behind);
     ``deadline()`` is the next monotonic time ``on_deadline(now)`` is due. ``poll_period`` [s]:
-    how often the executor's ready callbacks are run.
+    how often the executor's ready callbacks are run; ``poll_budget`` [s]: after how long a poll
+    starts no further callback (by default it runs every one that is ready).
     """
 
     def __init__(self, node, message_type, topic: str, qos, on_messages: Callable[[list], None],
-                 deadline: Callable[[], float], on_deadline: Callable[[float], None], poll_period: float):
+                 deadline: Callable[[], float], on_deadline: Callable[[float], None], poll_period: float,
+                 poll_budget: float = math.inf):
         self.node = node
         # The executor never runs this callback (OwnLoopGroup); rclpy requires one.
         self.subscription = node.create_subscription(message_type, topic, lambda message: on_messages([message]), qos,
@@ -63,6 +69,7 @@ class WaitSetLoop:
         self.deadline = deadline
         self.on_deadline = on_deadline
         self.poll_period = poll_period
+        self.poll_budget = poll_budget
 
     def spin(self, executor: Executor) -> None:
         """Run until the context shuts down (Ctrl-C, SIGTERM or rclpy.shutdown)."""
@@ -77,7 +84,7 @@ class WaitSetLoop:
                 while context.ok():
                     now = time.monotonic()
                     if now >= next_poll:
-                        self._poll(executor)
+                        poll(executor, now + self.poll_budget)
                         next_poll = now + self.poll_period
                     wait_until = min(self.deadline(), next_poll)
                     wait_set.clear_entities()
@@ -103,15 +110,21 @@ class WaitSetLoop:
                 return messages
             messages.append(taken[0])
 
-    @staticmethod
-    def _poll(executor: Executor) -> None:
-        """Run every callback the executor has ready now, without waiting."""
-        while True:
-            try:
-                handler, _entity, _node = executor.wait_for_ready_callbacks(timeout_sec=0.0)
-            except (TimeoutException, ShutdownException, ExternalShutdownException):
-                return  # nothing ready; or shutting down, which ends the loop
-            handler()
-            exception = handler.exception()
-            if exception is not None:
-                raise exception
+
+
+def poll(executor: Executor, budget_end: float, clock: Callable[[], float] = time.monotonic) -> int:
+    """Run the callbacks the executor has ready now, without waiting: the first one always, no further
+    one after ``budget_end`` (on ``clock``), so that a loaded machine still serves one per poll;
+    returns how many ran."""
+    ran = 0
+    while ran == 0 or clock() < budget_end:
+        try:
+            handler, _entity, _node = executor.wait_for_ready_callbacks(timeout_sec=0.0)
+        except (TimeoutException, ShutdownException, ExternalShutdownException):
+            return ran  # nothing ready; or shutting down, which ends the loop
+        handler()
+        ran += 1
+        exception = handler.exception()
+        if exception is not None:
+            raise exception
+    return ran
