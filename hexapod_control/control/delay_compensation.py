@@ -26,7 +26,11 @@ recent joint-state stamps (the nominal period until two have arrived), so a rate
 from ``controllers.rate`` does not skew the horizon. The forces in flight are the commands the
 wrapper returned, unless the caller reports what was really sent with :meth:`commanded` (the
 control loop does: a safety supervisor may hold or zero instead). A command is taken to act from
-its state's stamp + d h; before any command the drives hold zero, as an effort controller does.
+its state's stamp + (d + l) h, where l is how many whole periods after that stamp it was
+published (:meth:`published`: a loop that falls behind publishes late, and the drives take the
+command one or more periods later; l = 0 when the caller does not say). Of the commands that
+have begun to act, the one published last acts, as the effort controller keeps the last it got;
+before any command the drives hold zero.
 
 Delay estimation (``estimate``, :class:`DelayEstimator`). The delay need not be known: the
 motion says it. Over each period the measured velocity change, pushed through the model's inverse
@@ -35,7 +39,10 @@ those sent 0..``max_delay_periods`` periods earlier, names the delay. A loop sta
 identifies it within delay + 1 periods (the first command's step away from the zero the drives
 held); later a wrong estimate would make the loop ring, and ringing commands are told apart at
 once. With jitter and lost commands the estimate moves between the delays that occur, and the
-loop tracks either way (test_delay_compensation.py).
+loop tracks either way (test_delay_compensation.py). When the joint states carry the force the
+drives applied (the ``effort`` of ros2_control's joint_state_broadcaster, :meth:`measured_effort`),
+that measurement is the force that acted, in place of the model's inverse dynamics: the delay is
+then measured rather than inferred, whatever the model's error.
 
 The output is the wrapped controller's (forces, status, conditioning), except that ``pose`` and the
 pose errors are those of the measured state against the reference at its stamp: what diagnostics
@@ -118,8 +125,10 @@ class DelayCompensatedController:
         self.measured_state = model.create_state()  # FK warm start of the measured q
         self.predicted_state = model.create_state()  # and of the predicted ones
         longest = max(self.delay_periods, estimator.max_periods if estimator else 0)
-        # The commands of the longest delay in flight, the one acting before them and the new one.
-        self._sent: deque[tuple[float, np.ndarray]] = deque(maxlen=longest + 2)
+        # The commands of the longest delay in flight, the one acting before them and the new one:
+        # (stamp answered, forces, whole periods between that stamp and the publication).
+        self._sent: deque[tuple[float, np.ndarray, int]] = deque(maxlen=longest + 2)
+        self._effort: tuple[float, np.ndarray] | None = None  # (stamp, force the drives applied until it)
         self._stamps = StampPeriod()
         self._last_measurement: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None  # t, q, q_d, phi
         self.prediction: tuple[np.ndarray, np.ndarray] | None = None  # (q, q_d) of the last update
@@ -174,7 +183,28 @@ class DelayCompensatedController:
         forces = np.clip(np.asarray(forces, dtype=float), -self.force_limit, self.force_limit)
         if self._sent and self._sent[-1][0] == t:
             self._sent.pop()
-        self._sent.append((t, forces))
+        self._sent.append((t, forces, 0))
+
+    def published(self, t: float, when: float) -> None:
+        """The command answering the state stamped ``t`` went out at ``when`` (same clock as the stamps)."""
+        if not (self._sent and self._sent[-1][0] == t and math.isfinite(when)):
+            return
+        lateness = max(0, math.floor((when - t) / self._stamps.median(self.nominal_period)))
+        stamp, forces, _ = self._sent[-1]
+        self._sent[-1] = (stamp, forces, lateness)
+
+    def measured_effort(self, t: float, effort) -> None:
+        """The force the drives applied until the state stamped ``t`` (the joint state's effort field).
+
+        Used by the delay estimate at ``t`` in place of the model's inverse dynamics; ignored unless
+        it is six finite numbers (a driver may publish no effort, or garbage).
+        """
+        try:
+            effort = np.asarray(effort, dtype=float)
+        except (TypeError, ValueError):
+            return
+        if effort.shape == (6,) and np.all(np.isfinite(effort)):
+            self._effort = (t, effort)
 
     @property
     def period(self) -> float:
@@ -193,10 +223,10 @@ class DelayCompensatedController:
         return self._stamps.median(self.nominal_period)
 
     def _in_flight(self, t: float, period: float, delay_periods: int) -> np.ndarray:
-        """The command acting at time t: the last one sent at or before t - d h (zero before any)."""
-        latest = t - delay_periods * period + STAMP_TOLERANCE * period
-        for stamp, forces in reversed(self._sent):
-            if stamp <= latest:
+        """The command acting at time t: the last one published of those that act from (stamp + (d + l) h)
+        at or before t (zero before any)."""
+        for stamp, forces, lateness in reversed(self._sent):
+            if stamp + (delay_periods + lateness - STAMP_TOLERANCE) * period <= t:
                 return forces
         return np.zeros(6)
 
@@ -206,8 +236,13 @@ class DelayCompensatedController:
         if last is None or not 0.0 < t - last[0] < (1.0 + STAMP_TOLERANCE) * period:
             return  # no previous state, or one was lost: the interval holds more than one command
         t0, q0, qd0, phi0 = last
-        acceleration = (qd - qd0) / (t - t0)
-        applied = self.model.inverse_dynamics(q0, qd0, acceleration, phi=phi0) + self._friction_damping(qd0, t - t0) @ acceleration
+        effort = self._effort
+        if effort is not None and effort[0] == t:
+            applied = effort[1]  # measured by the drives: no model in between
+        else:
+            acceleration = (qd - qd0) / (t - t0)
+            applied = (self.model.inverse_dynamics(q0, qd0, acceleration, phi=phi0)
+                       + self._friction_damping(qd0, t - t0) @ acceleration)
         candidates = [self._in_flight(t0, period, delay) for delay in range(self.estimator.max_periods + 1)]
         self.delay_periods = self.estimator.update(applied, candidates, period)
 

@@ -26,7 +26,7 @@ from hexapod_control.control.safety import Action, Decision, Intake, SafetySuper
 from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import HexapodError
 from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.ros.conventions import ReferencePoint, reference_point_from_euler
+from hexapod_control.ros.conventions import ReferencePoint, effort_in_order, reference_point_from_euler
 
 
 ReferenceSource = Callable[[float], None]
@@ -155,10 +155,14 @@ class ControlLoop:
         return valid
 
     def joint_state(self, now: float, stamp: float, names, positions, velocities,
-                    steady: float | None = None, reference_source: ReferenceSource | None = None) -> StepRecord | None:
+                    steady: float | None = None, reference_source: ReferenceSource | None = None,
+                    efforts=None) -> StepRecord | None:
         """Answer a joint state; None for a repeated or out-of-order stamp (answered already).
 
         ``steady``: the monotonic arrival time, which a node passes for :meth:`steady_watchdog`.
+        ``efforts``: the message's effort field, the forces the drives applied (ros2_control's
+        joint_state_broadcaster), in the order of ``names``; the delay compensation measures the
+        delay with them (an absent or malformed field is not used).
         ``reference_source(stamp)``: called for a state that will be answered, and only then, to
         hand the supervisor the reference for its stamp (the one-process stack's trajectory player):
         a copy or an older state never moves the reference.
@@ -169,6 +173,10 @@ class ControlLoop:
         feedback = self.supervisor.feedback if intake == Intake.TAKEN else None
         if feedback is not None and reference_source is not None:
             reference_source(stamp)
+        if feedback is not None and efforts is not None and isinstance(self.controller, DelayCompensatedController):
+            effort = effort_in_order(names, efforts, self.joint_names)
+            if effort is not None:
+                self.controller.measured_effort(stamp, effort)
         if feedback is not None and self.arm_on_start:
             self.arm_on_start = False  # once: a later fault must be re-armed by the operator
             self.last_arm = self.supervisor.arm(now, self.controller.reset, hold_until_rate_known=True)
@@ -188,6 +196,12 @@ class ControlLoop:
             nan = np.full(6, np.nan)
             return StepRecord(stamp, nan, nan, None, decision, self.diagnostic(now), self.supervisor.last_error)
         return StepRecord(stamp, feedback.q, feedback.qd, pose, decision, self.diagnostic(now))
+
+    def published(self, stamp: float, when: float) -> None:
+        """The answer to the state stamped ``stamp`` was published at ``when`` (the stamps' clock): a
+        late answer acts later, which the delay compensation takes into account."""
+        if isinstance(self.controller, DelayCompensatedController):
+            self.controller.published(stamp, when)
 
     def judge(self, now: float, stamp: float, names, positions, velocities, steady: float | None = None) -> None:
         """Validate a joint state that will not be answered (a newer one waits): it counts and latches

@@ -129,7 +129,8 @@ class ControllerNode(HexapodNode):
         now, stamp = seconds(self), time_from_stamp(message.header.stamp)
         arming_on_start = self.control.arm_on_start
         record = self.control.joint_state(now, stamp, message.name, message.position, message.velocity,
-                                          steady=time.monotonic(), reference_source=self.reference_source)
+                                          steady=time.monotonic(), reference_source=self.reference_source,
+                                          efforts=message.effort)
         if record is None:
             return  # a copy (e.g. a lockstep simulator's resend) or out of order: answered already
         if record.error:
@@ -138,6 +139,7 @@ class ControllerNode(HexapodNode):
             accepted, text = self.control.last_arm
             (self.get_logger().info if accepted else self.get_logger().error)(f"arm on start: {text}")
         self._publish_forces(record.forces, stamp)
+        self.control.published(stamp, seconds(self))
         if record.diagnostic is not None:
             self._publish_status(now, record.diagnostic)
         self._after_joint_state(stamp, record)

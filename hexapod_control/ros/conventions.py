@@ -120,6 +120,20 @@ def joint_state_arrays(names, positions, velocities, expected_names,
     return q, qd
 
 
+def effort_in_order(names, efforts, expected_names) -> np.ndarray | None:
+    """A JointState's effort field in the order of ``expected_names``; None when it is absent, of
+    another length than the names, or not all finite numbers (an optional field, never an error).
+    Call it on a message whose names were validated (joint_state_arrays)."""
+    try:
+        if len(efforts) != len(names):
+            return None
+        index = {str(name): k for k, name in enumerate(names)}
+        values = np.array([efforts[index[name]] for name in expected_names], dtype=float)
+    except (TypeError, ValueError, KeyError):
+        return None
+    return values if np.all(np.isfinite(values)) else None
+
+
 def effort_array(data, size: int = 6) -> np.ndarray:
     """Validated force vector of a Float64MultiArray's data."""
     values = np.asarray(list(data), dtype=float)
