@@ -52,6 +52,15 @@ def stack_node(context, **parameters):
     return RobotStackNode(context=context, parameter_overrides=overrides)
 
 
+@pytest.fixture
+def own_loops():
+    """Every OwnLoop a test starts, stopped before its context goes (also when the test fails)."""
+    loops = []
+    yield loops
+    for loop in loops:
+        loop.stop()
+
+
 class OwnLoop:
     """The stack's own wait-set loop (its default) in a thread of its own, stopped with the context."""
 
@@ -63,6 +72,8 @@ class OwnLoop:
         self.thread.start()
 
     def stop(self):
+        if not self.thread.is_alive():
+            return
         self.context.try_shutdown()
         self.thread.join(THREAD_JOIN_TIMEOUT_S)
         assert not self.thread.is_alive(), "the wait-set loop did not end with its context"
@@ -111,7 +122,7 @@ class Driver:
     # The wait-set loop takes /clock from its 10 ms executor poll, which paces this lockstep test.
     ("wait_set", WAIT_SET_DURATION_S),
 ])
-def test_the_stack_tracks_in_one_process_and_publishes_decimated(context, executor, stack_executor, duration):
+def test_the_stack_tracks_in_one_process_and_publishes_decimated(context, executor, own_loops, stack_executor, duration):
     node = stack_node(context, controller="computed_torque", gain_set="simulated_plant", arm_on_start=True,
                       autostart=True, publish_rate=PUBLISH_RATE_HZ, executor=stack_executor)
     driver_node = Node("test_driver", context=context)
@@ -120,6 +131,8 @@ def test_the_stack_tracks_in_one_process_and_publishes_decimated(context, execut
     own_loop = OwnLoop(node, context) if stack_executor == "wait_set" else None
     if own_loop is None:
         executor.add_node(node)
+    else:
+        own_loops.append(own_loop)
     executor.add_node(driver_node)
     spin_until(executor, lambda: driver.publisher.get_subscription_count() >= 1 and driver.clock.get_subscription_count() >= 1
                and node.command_publisher.get_subscription_count() >= 1, DISCOVERY_TIMEOUT_S, "discovery")
@@ -197,12 +210,13 @@ def test_disarmed_stack_answers_zero_and_arms_by_service(context, executor):
 
 
 # ------------------------------------------------------------------------------------------ adversarial input
-def wait_set_stack(context, executor):
+def wait_set_stack(context, executor, own_loops):
     """A disarmed stack on its own wait-set loop and a driver; returns (node, driver, own_loop)."""
     node = stack_node(context, controller="computed_torque", executor="wait_set")
     driver_node = Node("test_driver", context=context)
     driver = Driver(driver_node, make_plant("embedded", PARAMETERS), node, executor)
     own_loop = OwnLoop(node, context)
+    own_loops.append(own_loop)
     executor.add_node(driver_node)
     spin_until(executor, lambda: driver.publisher.get_subscription_count() >= 1 and driver.clock.get_subscription_count() >= 1
                and node.command_publisher.get_subscription_count() >= 1, DISCOVERY_TIMEOUT_S, "discovery")
@@ -215,8 +229,8 @@ def answered_states(driver, executor, count):
         driver.step(executor)
 
 
-def test_a_message_naming_ten_thousand_joints_is_rejected_and_the_loop_goes_on(context, executor):
-    node, driver, own_loop = wait_set_stack(context, executor)
+def test_a_message_naming_ten_thousand_joints_is_rejected_and_the_loop_goes_on(context, executor, own_loops):
+    node, driver, own_loop = wait_set_stack(context, executor, own_loops)
     answered_states(driver, executor, 3)
     huge = JointState(name=[f"joint_{k}" for k in range(10_006)] + ["joint_0"], position=[0.0] * 10_007,
                       velocity=[0.0] * 10_007)
@@ -235,9 +249,9 @@ def test_a_message_naming_ten_thousand_joints_is_rejected_and_the_loop_goes_on(c
     dict(name=list(PARAMETERS.ros.joint_names)[:5]),
     dict(name=list(PARAMETERS.ros.joint_names)[:5] + list(PARAMETERS.ros.joint_names)[:1]),
 ], ids=["nan", "short", "duplicate_name"])
-def test_a_bad_state_followed_at_once_by_a_good_one_is_judged(context, executor, bad):
+def test_a_bad_state_followed_at_once_by_a_good_one_is_judged(context, executor, own_loops, bad):
     """Whether the loop takes the two together (the bad one superseded) or one by one, it counts."""
-    node, driver, own_loop = wait_set_stack(context, executor)
+    node, driver, own_loop = wait_set_stack(context, executor, own_loops)
     answered_states(driver, executor, 3)
     fields = dict(name=list(PARAMETERS.ros.joint_names), position=driver.plant.joint_positions().tolist(),
                   velocity=driver.plant.joint_velocities().tolist())
@@ -252,11 +266,11 @@ def test_a_bad_state_followed_at_once_by_a_good_one_is_judged(context, executor,
     assert node.supervisor.invalid_joint_states == 1
 
 
-def test_a_flood_of_requests_delays_no_answer(context, executor):
+def test_a_flood_of_requests_delays_no_answer(context, executor, own_loops):
     """~/start and ~/stop called without waiting, many times per joint state: every state is still
     answered before the next is sent. Requests beyond the service queue's depth are dropped by DDS;
     after the flood the services still answer."""
-    node, driver, own_loop = wait_set_stack(context, executor)
+    node, driver, own_loop = wait_set_stack(context, executor, own_loops)
     client_node = Node("test_flood", context=context)
     start = client_node.create_client(Trigger, "/hexapod_robot_stack/start")
     stop = client_node.create_client(Trigger, "/hexapod_robot_stack/stop")

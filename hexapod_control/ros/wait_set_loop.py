@@ -98,6 +98,11 @@ class WaitSetLoop:
                     now = time.monotonic()
                     if now >= self.deadline():
                         self.on_deadline(now)
+        except _rclpy.InvalidHandle:
+            if context.ok():
+                raise
+            # The context was shut down under a callback (Ctrl-C, a test's teardown) while it
+            # published: nothing is left to serve.
         finally:
             interrupt.destroy()
 
