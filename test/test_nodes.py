@@ -27,7 +27,7 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
-from hexapod_control.control.safety import Action
+from hexapod_control.control.safety import RATE_KNOWN_SPACINGS, Action
 from hexapod_control.control.trajectories import home_pose
 from hexapod_control.errors import InvalidInputError, ParameterError
 from hexapod_control.model.hexapod import HexapodModel
@@ -56,7 +56,12 @@ from hexapod_control.ros.trajectory_node import TrajectoryNode
 # Wall-clock tests publish joint states by hand, far slower than 1 kHz: the safety timeouts of the
 # shipped file (20 ms) would fire between two of them, so these tests widen them.
 # They stamp each state with the node's clock at publication; the age bound is widened the same way.
-HAND_FED_SAFETY = {"joint_state_timeout": 1.0, "watchdog_period": 0.05, "reference_timeout": 30.0, "max_feedback_age": 1.0}
+HAND_FED_SAFETY = {"joint_state_timeout": 1.0, "watchdog_period": 0.05, "reference_timeout": 30.0, "max_feedback_age": 1.0,
+                   "hold_damping": 0.5}
+# States fed by hand come as fast as the test goes, slower than any rate the gains are valid at:
+# their valid_rates reach down to this [Hz] (and the HOLD damper above is stable there).
+HAND_FED_MIN_RATE = 1.0
+RATE_KNOWN_PERIOD = 0.001  # [s] stamp spacing of the states that make the rate known before arming
 
 PARAMETERS = load_parameters()
 NAMES = PARAMETERS.ros
@@ -107,6 +112,11 @@ def wait_matched(executor, publishers=(), subscriptions=()):
 def variant_file(tmp_path, safety=None, edit=None):
     document = yaml.safe_load(default_parameters_path().read_text())
     document["hexapod"]["safety"].update(safety or {})
+    if safety is HAND_FED_SAFETY:
+        controllers = document["hexapod"]["controllers"]
+        for gains in (controllers["double_loop"], controllers["double_loop"]["simulated_plant"],
+                      controllers["computed_torque"]):
+            gains["valid_rates"]["min"] = HAND_FED_MIN_RATE
     if edit:
         edit(document["hexapod"])
     path = tmp_path / "variant.yaml"
@@ -281,6 +291,12 @@ class ControllerProbe:
     def arm(self, value=True):
         return call(self.executor, self.arm_client, SetBool.Request(data=value))
 
+    def settle(self, end=None):
+        """States at rest at home, 1 ms apart up to ``end`` (default now): arming needs the rate known."""
+        end = self.now() if end is None else end
+        for k in range(RATE_KNOWN_SPACINGS, -1, -1):
+            self.command_after(lambda k=k: self.states.publish(joint_state(end - k * RATE_KNOWN_PERIOD, HOME_Q)))
+
     def wait_for_status(self, predicate, what):
         spin_until(self.executor, lambda: any(predicate(status_of(d)) for d in self.diagnostics), DELIVERY_TIMEOUT_S, what)
         return next(status_of(d) for d in self.diagnostics if predicate(status_of(d)))
@@ -295,6 +311,7 @@ def test_controller_node_arms_controls_and_stops_on_stale_joint_states(make_node
 
     forces = io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
     assert np.all(forces == 0.0)  # disarmed: zero
+    io.settle()
     answer = io.arm()
     assert answer.success, answer.message
     io.references.publish(reference_message(0.0, NAMES.base_frame, reference_point_from_euler(home, np.zeros(6), np.zeros(6))))
@@ -328,7 +345,7 @@ def test_controller_node_arms_controls_and_stops_on_stale_joint_states(make_node
 def test_controller_node_answers_bad_joint_states_with_zero_force(make_node, executor, tmp_path, bad_state, words):
     node = make_node(ControllerNode, controller="double_loop", params_file=variant_file(tmp_path, HAND_FED_SAFETY))
     io = ControllerProbe(make_node, executor, node)
-    io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
+    io.settle()
     assert io.arm().success
     forces = io.command_after(lambda: io.states.publish(bad_state(io.now())))
     assert np.all(forces == 0.0)
@@ -366,7 +383,7 @@ def test_controller_node_holds_on_a_malformed_reference(make_node, executor, tmp
     """A malformed reference is a HOLD fault (gravity compensation), never a target."""
     node = make_node(ControllerNode, controller="computed_torque", params_file=variant_file(tmp_path, HAND_FED_SAFETY))
     io = ControllerProbe(make_node, executor, node)
-    io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
+    io.settle()
     assert io.arm().success
     home = home_pose(HexapodModel(PARAMETERS))
     # Offset by 1 cm: tracking it would give forces far from the hold force g_bar(q).
@@ -385,15 +402,18 @@ def test_controller_node_holds_on_a_malformed_reference(make_node, executor, tmp
 
 def test_controller_node_rejects_a_future_stamp_and_keeps_taking_the_genuine_states(make_node, executor, tmp_path):
     """One state stamped an hour ahead must not make every later genuine state look old (issue 14, item 3)."""
-    node = make_node(ControllerNode, controller="computed_torque", params_file=variant_file(tmp_path, HAND_FED_SAFETY))
+    # Hand-fed states stay at home whatever the forces: the bare law, or its prediction of their
+    # motion would push until the frozen-feedback row holds.
+    bare_law = variant_file(tmp_path, HAND_FED_SAFETY, lambda h: h["controllers"]["delay_compensation"].update(predictor="none"))
+    node = make_node(ControllerNode, controller="computed_torque", params_file=bare_law)
     io = ControllerProbe(make_node, executor, node)
     home = home_pose(HexapodModel(PARAMETERS))
-    io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
+    io.settle()
     io.references.publish(reference_message(0.0, NAMES.base_frame, reference_point_from_euler(home, np.zeros(6), np.zeros(6))))
     spin_until(executor, lambda: node.last_reference_stamp is not None, DELIVERY_TIMEOUT_S, "the reference at the node")
     assert io.arm().success
     io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
-    assert node.last_decision.action == Action.CONTROL
+    assert node.last_decision.action == Action.CONTROL, node.last_decision.reason
 
     forces = io.command_after(lambda: io.states.publish(joint_state(io.now() + 3600.0, HOME_Q)))
     assert np.all(forces == 0.0)
@@ -406,7 +426,7 @@ def test_controller_node_rejects_a_future_stamp_and_keeps_taking_the_genuine_sta
     # ... and re-arming restores control at once.
     assert io.arm().success
     io.command_after(lambda: io.states.publish(joint_state(io.now(), HOME_Q)))
-    assert node.last_decision.action == Action.CONTROL
+    assert node.last_decision.action == Action.CONTROL, node.last_decision.reason
 
 
 def test_controller_node_parameters_are_read_only_at_runtime(make_node, executor):
@@ -441,7 +461,7 @@ def test_controller_node_steady_watchdog_zeroes_the_force_when_the_sim_clock_fai
         set_clock(10.0)
     spin_until(executor, io.arm_client.service_is_ready, DISCOVERY_TIMEOUT_S, "the arm service")
     start = io.now()  # frozen: states are stamped a little later each, within max_future_stamp
-    io.command_after(lambda: io.states.publish(joint_state(start, HOME_Q)))
+    io.settle(start)
     home = home_pose(HexapodModel(PARAMETERS))
     io.references.publish(reference_message(start, NAMES.base_frame, reference_point_from_euler(home, np.zeros(6), np.zeros(6))))
     spin_until(executor, lambda: node.last_reference_stamp is not None, DELIVERY_TIMEOUT_S, "the reference at the node")

@@ -614,18 +614,17 @@ class SafetySupervisor:
         period = self.joint_state_period
         if period.spacings < RATE_KNOWN_SPACINGS:
             return ""
-        rates = self.valid_rates
+        rates, rate = self.valid_rates, self.joint_state_rate
+        if not rates.min * (1.0 - RATE_TOLERANCE) <= rate <= rates.max * (1.0 + RATE_TOLERANCE):
+            return (f"joint states come at {rate:.4g} Hz (median stamp spacing {1e3 / rate:.4g} ms over the last "
+                    f"{period.spacings}), outside hexapod.{self.valid_rates_key} = {rates}")
         slowest = 1.0 / (rates.min * (1.0 - RATE_TOLERANCE))
         latest = period.latest(RATE_KNOWN_SPACINGS)
         if min(latest) > slowest:
             return (f"joint-state rate dropped: the last {RATE_KNOWN_SPACINGS} stamp spacings "
                     f"({', '.join(f'{1e3 * s:.4g}' for s in latest)} ms) are all longer than the slowest valid "
                     f"period {1e3 / rates.min:.4g} ms of hexapod.{self.valid_rates_key} = {rates}")
-        rate = self.joint_state_rate
-        if rates.min * (1.0 - RATE_TOLERANCE) <= rate <= rates.max * (1.0 + RATE_TOLERANCE):
-            return ""
-        return (f"joint states come at {rate:.4g} Hz (median stamp spacing {1e3 / rate:.4g} ms over the last "
-                f"{period.spacings}), outside hexapod.{self.valid_rates_key} = {rates}")
+        return ""
 
     def _check_hold_damping(self) -> None:
         """ParameterError unless the HOLD damper is stable at the lowest valid rate (module doc)."""

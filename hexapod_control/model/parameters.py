@@ -587,7 +587,7 @@ class SafetySettings(_Section):
         "states: a step beyond plausible_speed_factor x limits.actuator_speed_max x their stamp spacing, plus "
         "this, cannot be real: invalid joint state [m]"
     )
-    max_joint_state_names: Annotated[int, Field(ge=6)] = Field(
+    max_joint_state_names: Annotated[int, Strict(), Field(ge=6)] = Field(
         description="a joint state naming more joints than this is rejected before its fields are read"
     )
     max_saturation_time: Positive = Field(
