@@ -116,13 +116,17 @@ class EmbeddedSimulator(Plant):
         dynamics, drives = self.model.dynamics, self._drives
         matrix = dynamics.mass_matrix(q, self._phi)
         net = forces - dynamics.inverse_dynamics(q, qd, _ZERO6, self._phi)  # bias: C_bar q_d + g_bar + f(q_d)
-        damping = h * (0.5 * drives.viscous + drives.coulomb_slope(qd))
+        slope = drives.coulomb_slope(qd)
+        if not drives.symmetric:
+            # A Stribeck hump's falling slope is left explicit: taken implicitly it would lower M_bar.
+            slope = np.maximum(slope, 0.0)
+        damping = h * (0.5 * drives.viscous_at(q) + slope)
         stuck = np.abs(qd) < drives.smoothing_speed if self._stick_slip else np.zeros(6, dtype=bool)
         if not stuck.any():
             matrix[np.diag_indices(6)] += damping
             return np.linalg.solve(matrix, net)
         # A stuck slider's friction is whatever holds it (a constraint force), not the smooth law.
-        net = net + np.where(stuck, drives.friction(qd), 0.0)
+        net = net + np.where(stuck, drives.friction(qd, q), 0.0)
         matrix[np.diag_indices(6)] += np.where(stuck, 0.0, damping)
         while True:
             free = ~stuck
@@ -137,7 +141,7 @@ class EmbeddedSimulator(Plant):
                 return acceleration
             slider = np.flatnonzero(stuck)[int(np.argmax(excess))]  # breaks away: the smooth law again
             stuck[slider] = False
-            net[slider] -= drives.friction(qd)[slider]
+            net[slider] -= drives.friction(qd, q)[slider]
             matrix[slider, slider] += damping[slider]
 
     def step(self, steps: int = 1) -> None:
