@@ -49,10 +49,12 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 import numpy as np
-from scipy.ndimage import maximum_filter1d
+from scipy.ndimage import minimum_filter1d
 from scipy.stats import norm
 
-from hexapod_control.identification.samples import RunSamples, aligned_forces
+from scipy.optimize import minimize_scalar
+
+from hexapod_control.identification.samples import RunSamples, aligned_forces, stribeck_column
 from hexapod_control.model.parameters import HexapodParameters
 
 DRIVE_PARAMETERS = ("reflected_inertia", "viscous_friction", "coulomb_friction")
@@ -76,6 +78,7 @@ _RELATIVE_EIGENVALUE_FLOOR = 1e-12
 _AUTOCORRELATION_WINDOWS = 4  # lags summed for kappa: up to this many filter windows
 SPEED_BINS = 24  # equally populated bins of the signed speed in which the residual's mean is model error
 _WEIGHT_CHANGE = 1e-3  # the reweighting has converged when no Huber weight moves by more
+_STRIBECK_SPEED_TOLERANCE = 0.01  # of log(v_st): the refined Stribeck speed to 1 %
 
 
 def model_name(groups: tuple[str, ...]) -> str:
@@ -102,7 +105,7 @@ class RowCounts:
 
     used: np.ndarray  # (6,)
     invalid: np.ndarray  # filter window incomplete, gap, FK failure, no command yet
-    slow: np.ndarray  # at rest: slower than min_speed throughout the filter window
+    slow: np.ndarray  # slower than min_speed somewhere in the filter window (reversals, rest)
     saturated: np.ndarray
     downweighted: np.ndarray  # rows the robust fit weighed less than 1 (beyond robust_threshold sigma)
 
@@ -166,8 +169,9 @@ class _Design:
         forces, usable, saturated = aligned_forces(samples, delay, applied)
         self.measured = forces
         target = forces - samples.rigid  # y
-        # At rest throughout the filter window: nothing to see but the friction that holds it.
-        moving = maximum_filter1d(np.abs(samples.velocity), size=samples.window, axis=0) >= settings.min_speed
+        # Moving through the whole filter window: a reversal's friction step, smeared over the window,
+        # is where the friction law and its timing (the plant's step, the drive's) are least certain.
+        moving = minimum_filter1d(np.abs(samples.velocity), size=samples.window, axis=0) >= settings.min_speed
         base = usable[:, None] & np.ones((1, 6), dtype=bool)
         self.invalid = ~base
         self.slow = base & ~moving
@@ -178,14 +182,14 @@ class _Design:
         # Rows from here on are held out of the model choice (and predicted by it).
         self.split = samples.t[0] + (1.0 - settings.validation_fraction) * (samples.t[-1] - samples.t[0])
 
-    def columns(self, groups: tuple[str, ...], stribeck: int, slider: int) -> np.ndarray:
-        """(N, k) columns of ``slider`` for the symmetric model plus ``groups``."""
+    def columns(self, groups: tuple[str, ...], stribeck: float, slider: int) -> np.ndarray:
+        """(N, k) columns of ``slider`` for the symmetric model plus ``groups`` (``stribeck``: v_st [m/s])."""
         s = self.samples
         columns = [s.acceleration[:, slider], s.velocity[:, slider], s.coulomb[:, slider]]
         if "asymmetry" in groups:
             columns.append(s.asymmetry[:, slider])
         if "stribeck" in groups:
-            columns.append(s.stribeck[stribeck, :, slider])
+            columns.append(stribeck_column(s, stribeck)[:, slider])
         if "ripple" in groups:
             columns += [s.ripple[0, :, slider], s.ripple[1, :, slider]]
         return np.nan_to_num(np.column_stack(columns))
@@ -253,7 +257,7 @@ def _huber_loss(residual: np.ndarray, sigma: float, threshold: float) -> float:
 def _delay_score(design: _Design, settings) -> float:
     """Sum over the sliders of the robust residual variance of the richest model's Huber fit [N^2]."""
     richest = tuple(GROUPS)
-    middle = len(settings.stribeck_speeds) // 2
+    middle = settings.stribeck_speeds[len(settings.stribeck_speeds) // 2]
     score, rows_seen = 0.0, False
     for i in range(6):
         rows = design.candidates[:, i]
@@ -321,18 +325,18 @@ def _choose_models(designs: list[_Design], parameters: HexapodParameters, with_p
         held_rows[i] = sum(int(m.sum()) for m in held_masks)
         losses, rms, speed_of = {}, {}, {}
         for groups in _models():
-            tried = range(len(settings.stribeck_speeds)) if "stribeck" in groups else (0,)
+            tried = settings.stribeck_speeds if "stribeck" in groups else (0.0,)
             best = None
-            for stribeck in tried:
-                x, y = _stack(designs, fit_masks, i, groups, stribeck, with_payload)
+            for speed in tried:
+                x, y = _stack(designs, fit_masks, i, groups, speed, with_payload)
                 if y.size < settings.min_samples or held_rows[i] == 0:
                     continue
                 theta, _, _, sigma = _huber_fit(x, y, settings.robust_threshold, settings.robust_iterations)
-                xh, yh = _stack(designs, held_masks, i, groups, stribeck, with_payload)
+                xh, yh = _stack(designs, held_masks, i, groups, speed, with_payload)
                 residual = yh - xh @ theta
                 loss = _huber_loss(residual, sigma, settings.robust_threshold)
                 if best is None or loss < best[0]:
-                    best = (loss, float(np.sqrt(np.mean(residual**2))), stribeck)
+                    best = (loss, float(np.sqrt(np.mean(residual**2))), speed)
             if best is not None:
                 losses[groups], rms[model_name(groups)], speed_of[groups] = best
         if not losses:
@@ -342,9 +346,29 @@ def _choose_models(designs: list[_Design], parameters: HexapodParameters, with_p
         floor = min(losses.values()) * (1.0 + settings.model_improvement)
         pick = next(groups for groups in _models() if groups in losses and losses[groups] <= floor)
         chosen.append(pick)
-        speeds[i] = settings.stribeck_speeds[speed_of[pick]] if "stribeck" in pick else 0.0
+        if "stribeck" in pick:
+            speeds[i] = _refined_stribeck_speed(designs, i, pick, speed_of[pick], settings, with_payload)
         held_out_rms.append(rms)
     return ModelChoice(chosen, speeds, held_out_rms, held_rows)
+
+
+def _refined_stribeck_speed(designs, i, groups, start: float, settings, with_payload: bool) -> float:
+    """v_st between the grid's neighbours of ``start`` that best fits all rows of slider i (robust loss)."""
+    grid = settings.stribeck_speeds
+    k = sorted(grid).index(start)
+    low, high = sorted(grid)[max(k - 1, 0)], sorted(grid)[min(k + 1, len(grid) - 1)]
+    if low == high:
+        return start
+    masks = _slider_rows(designs, i, "all")
+
+    def loss(log_speed: float) -> float:
+        x, y = _stack(designs, masks, i, groups, float(np.exp(log_speed)), with_payload)
+        theta, _, _, sigma = _huber_fit(x, y, settings.robust_threshold, settings.robust_iterations)
+        return _huber_loss(y - x @ theta, sigma, settings.robust_threshold)
+
+    found = minimize_scalar(loss, bounds=(np.log(low), np.log(high)), method="bounded",
+                            options={"xatol": _STRIBECK_SPEED_TOLERANCE})
+    return float(np.exp(found.x))
 
 
 # ------------------------------------------------------------------------------------------ noise and model error
@@ -396,11 +420,9 @@ def identify_samples(runs: list[RunSamples], parameters: HexapodParameters, with
     choice = _choose_models(designs, parameters, with_payload)
     masks = [[d.candidates[:, i] for d in designs] for i in range(6)]
     # Per slider: its columns on its rows (all runs stacked), Huber-fitted alone first.
-    blocks, stribeck_index = [], []
+    blocks, stribeck_index = [], list(choice.stribeck_speed)
     for i in range(6):
-        index = settings.stribeck_speeds.index(choice.stribeck_speed[i]) if choice.stribeck_speed[i] else 0
-        stribeck_index.append(index)
-        x, y = _stack(designs, masks[i], i, choice.chosen[i], index, False)
+        x, y = _stack(designs, masks[i], i, choice.chosen[i], stribeck_index[i], False)
         payload = np.concatenate([d.payload[m, i] for d, m in zip(designs, masks[i])]) if with_payload else None
         blocks.append((x, y, payload))
     theta, covariance, weights, sigma, model_error, kappa = _joint_fit(
@@ -582,7 +604,7 @@ def _classify(theta, half_widths, names, counts: RowCounts, parameters: HexapodP
         return Estimate(name, slider, float(value), float(half_width), False, reason)
 
     def left_out(slow, saturated, invalid):
-        return f"{slow} at rest (slower than min_speed), {saturated} saturated, {invalid} without a full window or command"
+        return f"{slow} slower than min_speed, {saturated} saturated, {invalid} without a full window or command"
 
     k = 0
     for i in range(6):

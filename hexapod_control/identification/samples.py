@@ -77,10 +77,13 @@ class RunSamples:
     payload: np.ndarray | None  # (N, 6) d tau / d m_platform [N/kg], when asked for
     notes: list[str] = field(default_factory=list)
     # The lead screw's columns (model/actuators.py), filtered like the others: H |tanh(q_d / v_s)|,
-    # H q_d cos(2 pi q / p), H q_d sin(2 pi q / p), and H exp(-(q_d / v_st)^2) tanh(q_d / v_s) per v_st tried.
+    # H q_d cos(2 pi q / p), H q_d sin(2 pi q / p); the Stribeck column of a speed v_st by :func:`stribeck_column`.
     asymmetry: np.ndarray | None = None  # (N, 6)
     ripple: np.ndarray | None = None  # (2, N, 6)
-    stribeck: np.ndarray | None = None  # (len(stribeck_speeds), N, 6)
+    raw_velocity: np.ndarray | None = None  # (N, 6) q_d on the grid, unfiltered [m/s]
+    raw_shape: np.ndarray | None = None  # (N, 6) tanh(q_d / v_s) on the grid, unfiltered
+    filter_order: int = 0  # the Savitzky-Golay polynomial order
+    _stribeck: dict = field(default_factory=dict)  # v_st -> its column (N, 6)
     # The joint states' effort (the force applied, as ros2_control reads it back), held and
     # filtered like the commands; None when the bag has none.
     applied: np.ndarray | None = None  # (N, 6) [N]
@@ -142,11 +145,21 @@ def prepare_run(run: RunData, parameters: HexapodParameters, with_payload: bool)
         payload=np.full((grid.size, 6), np.nan) if with_payload else None, notes=notes,
         asymmetry=smooth(np.abs(shape)),
         ripple=np.stack([smooth(qd * np.cos(angle)), smooth(qd * np.sin(angle))]),
-        stribeck=np.stack([smooth(np.exp(-((qd / speed) ** 2)) * shape) for speed in settings.stribeck_speeds]),
+        raw_velocity=qd, raw_shape=shape, filter_order=settings.derivative_order,
     )
     _applied_efforts(samples, run, grid, index, held, smooth, settings.max_delay_steps)
     _rigid_body_forces(samples, parameters)
     return samples
+
+
+def stribeck_column(samples: RunSamples, speed: float) -> np.ndarray:
+    """H exp(-(q_d / v_st)^2) tanh(q_d / v_s) (N, 6) for v_st = ``speed`` [m/s], kept once computed."""
+    column = samples._stribeck.get(speed)
+    if column is None:
+        hump = np.exp(-((samples.raw_velocity / speed) ** 2)) * samples.raw_shape
+        column = savgol_filter(hump, samples.window, samples.filter_order, axis=0, mode="interp")
+        samples._stribeck[speed] = column
+    return column
 
 
 def _applied_efforts(samples: RunSamples, run: RunData, grid, command_index, held, smooth, max_delay: int) -> None:
