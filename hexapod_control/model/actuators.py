@@ -71,9 +71,15 @@ class ActuatorModel:
         shape = coulomb_shape(qd, self.smoothing_speed)
         if self.symmetric:
             return self.viscous * qd + self.coulomb * shape
+        return self.viscous * qd + self.coulomb * shape + self.lead_screw_friction(qd, q)
+
+    def lead_screw_friction(self, qd, q=None) -> np.ndarray:
+        """The lead screw's terms of :meth:`friction` alone (6,) [N]: asymmetry, Stribeck hump, ripple."""
+        qd = np.asarray(qd, dtype=float)
+        shape = coulomb_shape(qd, self.smoothing_speed)
         hump = np.exp(-((qd / self._hump_speed) ** 2))
-        dry = self.coulomb * shape + self.asymmetry * np.abs(shape) + self.stribeck_level * hump * shape
-        return self.viscous_at(q) * qd + dry
+        terms = self.asymmetry * np.abs(shape) + self.stribeck_level * hump * shape
+        return terms if q is None else terms + (self.viscous_at(q) - self.viscous) * qd
 
     def coulomb_slope(self, qd, q=None) -> np.ndarray:
         """d (friction - viscous part) / d q_d (6,) [N*s/m]: the stiff slope of the dry friction near rest.
