@@ -24,7 +24,8 @@ Robust regression. Iteratively reweighted least squares with Huber's weights: a 
 threshold sigma / |r| instead of 1. No row is ever dropped: a collision or stick-slip weighs
 less, and a friction law that does not fit all rows cannot remove them all.
 
-Model choice. The last ``validation_fraction`` of each run is held out: every friction model
+Model choice. A ``validation_fraction`` of each run, in blocks of ``VALIDATION_BLOCK`` seconds
+spread over it, is held out: every friction model
 (the package's symmetric one, and with any of asymmetry, Stribeck hump, ripple) is fitted on the
 rest and predicts the held-out rows. The simplest model whose held-out mean Huber loss is within
 ``model_improvement`` of the best is chosen, per slider; the report gives every model's held-out
@@ -79,6 +80,12 @@ _AUTOCORRELATION_WINDOWS = 4  # lags summed for kappa: up to this many filter wi
 SPEED_BINS = 24  # equally populated bins of the signed speed in which the residual's mean is model error
 _WEIGHT_CHANGE = 1e-3  # the reweighting has converged when no Huber weight moves by more
 _STRIBECK_SPEED_TOLERANCE = 0.01  # of log(v_st): the refined Stribeck speed to 1 %
+VALIDATION_BLOCK = 1.0  # [s] blocks of held-out rows: many filter windows, a fraction of an excitation period
+
+
+def validation_every(settings) -> int:
+    """k: every k-th block is held out (1 / validation_fraction, at least 2 so that some rows are fitted)."""
+    return max(int(round(1.0 / settings.validation_fraction)), 2)
 
 
 def model_name(groups: tuple[str, ...]) -> str:
@@ -180,7 +187,11 @@ class _Design:
         self.target = np.where(self.candidates, target, 0.0)  # NaN-free where unused
         self.payload = None if samples.payload is None else np.nan_to_num(samples.payload)  # 0 where unused
         # Rows from here on are held out of the model choice (and predicted by it).
-        self.split = samples.t[0] + (1.0 - settings.validation_fraction) * (samples.t[-1] - samples.t[0])
+        # Every k-th block of VALIDATION_BLOCK seconds (k = 1 / validation_fraction, the last of each
+        # k) is held out: spread over the run, it sees slow and fast phases alike.
+        every = validation_every(settings)
+        block = np.floor((samples.t - samples.t[0]) / VALIDATION_BLOCK).astype(int)
+        self.held_out = block % every == every - 1
 
     def columns(self, groups: tuple[str, ...], stribeck: float, slider: int) -> np.ndarray:
         """(N, k) columns of ``slider`` for the symmetric model plus ``groups`` (``stribeck``: v_st [m/s])."""
@@ -297,14 +308,14 @@ def _models() -> list[tuple[str, ...]]:
 
 
 def _slider_rows(designs: list[_Design], i: int, part: str):
-    """Stacked rows of slider i over the runs: 'fit' (before each run's split), 'held_out' or 'all'."""
+    """Row masks of slider i per run: 'fit' (not held out), 'held_out' or 'all'."""
     pieces = []
     for d in designs:
         rows = d.candidates[:, i].copy()
         if part == "fit":
-            rows &= d.samples.t < d.split
+            rows &= ~d.held_out
         elif part == "held_out":
-            rows &= d.samples.t >= d.split
+            rows &= d.held_out
         pieces.append(rows)
     return pieces
 
@@ -449,7 +460,7 @@ def identify_samples(runs: list[RunSamples], parameters: HexapodParameters, with
         rows = design.candidates
         before, after, validation = (samples.rigid + _predict(design, t, choice, stribeck_index, with_payload)
                                      for t in (base, theta, validation_theta))
-        held = rows & (samples.t >= design.split)[:, None]
+        held = rows & design.held_out[:, None]
         fits.append(RunFit(samples.label, design.delay, margin, "effort" if design.applied else "commands",
                            samples.t, rows, held, samples.velocity, design.measured, before, after, validation,
                            samples.effort_delay, samples.effort_mismatch))
@@ -537,7 +548,7 @@ def _block_residual(block, theta, offsets, i, with_payload):
 
 
 def _validation_fits(designs, choice, stribeck_index, settings, with_payload):
-    """theta of the chosen models fitted on the rows before each run's split (per slider; the payload per slider too)."""
+    """theta of the chosen models fitted without the held-out rows (per slider; the payload per slider too)."""
     pieces = []
     for i in range(6):
         masks = _slider_rows(designs, i, "fit")

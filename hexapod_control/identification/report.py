@@ -31,9 +31,12 @@ from hexapod_control.identification.regression import (  # noqa: E402
     DRIVE_PARAMETERS,
     LEAD_SCREW_PARAMETERS,
     PAYLOAD,
+    SYMMETRIC,
     UNITS,
+    VALIDATION_BLOCK,
     Identification,
     model_name,
+    validation_every,
 )
 from hexapod_control.model.parameters import EXTENDS_KEY, IN_MEMORY, HexapodParameters, load_parameters  # noqa: E402
 
@@ -172,12 +175,12 @@ def write_report(folder: Path, identified: BagIdentification, parameters: Hexapo
         "",
         "## Rows per slider",
         "",
-        f"A row is one slider at one grid point. Left out: at rest (slower than `min_speed` = {settings.min_speed} "
-        f"m/s throughout the filter window), a saturated command within the filter window, no full window or "
-        f"command. Rows beyond {settings.robust_threshold} robust standard deviations weigh less (Huber), none is "
+        f"A row is one slider at one grid point. Left out: slower than `min_speed` = {settings.min_speed} m/s "
+        f"somewhere in the filter window (reversals, rest), a saturated command within the filter window, no full "
+        f"window or command. Rows beyond {settings.robust_threshold} robust standard deviations weigh less (Huber), none is "
         "dropped.",
         "",
-        "| slider | used | at rest | saturated | no window/command | downweighted | noise sigma [N] | model error [N] | kappa |",
+        "| slider | used | slow | saturated | no window/command | downweighted | noise sigma [N] | model error [N] | kappa |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for i in range(6):
@@ -193,12 +196,12 @@ def write_report(folder: Path, identified: BagIdentification, parameters: Hexapo
         "",
         "## Friction model per slider (held-out validation)",
         "",
-        f"Each model is fitted on the first {1.0 - settings.validation_fraction:.0%} of every run and predicts the "
-        f"rest; the simplest within {settings.model_improvement:.0%} of the best held-out Huber loss is chosen. "
+        f"Each model is fitted without the held-out rows (every {validation_every(settings)}th "
+        f"block of {VALIDATION_BLOCK:g} s) and predicts them; the simplest within {settings.model_improvement:.0%} of the best held-out Huber loss is chosen. "
         "RMS held-out residual [N]:",
         "",
     ]
-    models = sorted({m for rms in result.choice.held_out_rms for m in rms}, key=lambda m: (m.count("+"), m))
+    models = sorted({m for rms in result.choice.held_out_rms for m in rms}, key=lambda m: (m != SYMMETRIC, m.count("+"), m))
     lines += ["| slider | chosen | v_st [m/s] | held-out rows | " + " | ".join(models) + " |",
               "| --- | --- | --- | --- | " + " | ".join("---" for _ in models) + " |"]
     for i in range(6):

@@ -651,7 +651,7 @@ class IdentificationSettings(_Section):
     )
     robust_iterations: AtLeastOne = Field(description="most reweighting rounds of the robust fit")
     validation_fraction: Annotated[Positive, Field(lt=1.0)] = Field(
-        description="the end of each run held out of the model choice and predicted by it, in (0, 1)"
+        description="the share of each run held out of the model choice and predicted by it, in one-second blocks, in (0, 1)"
     )
     model_improvement: NonNegative = Field(
         description="a richer friction model is chosen when it lowers the held-out mean square residual by this fraction"

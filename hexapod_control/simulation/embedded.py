@@ -20,7 +20,8 @@ The viscous part acts at the mid-step velocity (trapezoidal: the sampled respons
 damper, stable for any b), as the continuous friction of the robot does on average over the step;
 the Coulomb part, stiff near rest (slope F_c / v_s, 7500 N*s/m for 15 N over 2 mm/s, far beyond
 what an explicit 1 ms step holds on a few kg), at the end-of-step velocity, which damps it for
-any slope. ``rk4`` evaluates the model's forward dynamics explicitly (a small
+any slope (a lead screw's Stribeck hump, whose slope falls below zero past the breakaway, keeps
+that falling part explicit: implicitly it would lower the mass matrix). ``rk4`` evaluates the model's forward dynamics explicitly (a small
 ``coulomb_smoothing_speed`` then needs substeps). With ``plant_friction: stick_slip``
 (semi-implicit Euler only) a slider slower than v_s sticks: it is brought to rest within the
 step, as long as the force that holds it stays within its ``static_friction``; the slider that
