@@ -277,39 +277,38 @@ def _plot_forces(path: Path, result: Identification, names) -> None:
     plt.close(figure)
 
 
-def _plot_residuals(path: Path, result: Identification, names) -> None:
+def _plot_per_slider(path: Path, result: Identification, names, title: str, xlabel: str, draw) -> None:
+    """A 3 x 2 grid of residual plots, one per slider: ``draw(axis, fit, i)`` for every run."""
     figure, axes = plt.subplots(3, 2, figsize=(12.0, 8.0), sharex=True)
     for fit in result.runs:
         for i, axis in enumerate(axes.ravel()):
-            rows = fit.rows[:, i]
-            axis.plot(fit.t[rows], (fit.measured - fit.before)[rows, i], "C3.", ms=1, label="before")
-            axis.plot(fit.t[rows], (fit.measured - fit.after)[rows, i], "C0.", ms=1, label="after")
+            draw(axis, fit, i)
             axis.set_title(names[i])
             axis.set_ylabel("residual [N]")
     for axis in axes[-1]:
-        axis.set_xlabel("time [s]")
+        axis.set_xlabel(xlabel)
     axes[0, 0].legend(loc="best", markerscale=8)
-    figure.suptitle("force residual: measured - predicted")
+    figure.suptitle(title)
     figure.tight_layout()
     figure.savefig(path, dpi=FIGURE_DPI)
     plt.close(figure)
+
+
+def _plot_residuals(path: Path, result: Identification, names) -> None:
+    def draw(axis, fit, i):
+        rows = fit.rows[:, i]
+        axis.plot(fit.t[rows], (fit.measured - fit.before)[rows, i], "C3.", ms=1, label="before")
+        axis.plot(fit.t[rows], (fit.measured - fit.after)[rows, i], "C0.", ms=1, label="after")
+
+    _plot_per_slider(path, result, names, "force residual: measured - predicted", "time [s]", draw)
 
 
 def _plot_residual_speed(path: Path, result: Identification, names) -> None:
     """Per slider: measured - predicted against the speed, the held-out rows in their own colour."""
-    figure, axes = plt.subplots(3, 2, figsize=(12.0, 8.0), sharex=False)
-    for fit in result.runs:
-        for i, axis in enumerate(axes.ravel()):
-            fitted, held = fit.rows[:, i] & ~fit.held_out[:, i], fit.held_out[:, i]
-            axis.plot(fit.velocity[fitted, i], (fit.measured - fit.after)[fitted, i], "C0.", ms=1, label="rows of the fit")
-            axis.plot(fit.velocity[held, i], (fit.measured - fit.validation)[held, i], "C1.", ms=1,
-                      label="held out (predicted)")
-            axis.set_title(names[i])
-            axis.set_ylabel("residual [N]")
-    for axis in axes[-1]:
-        axis.set_xlabel("speed [m/s]")
-    axes[0, 0].legend(loc="best", markerscale=8)
-    figure.suptitle("force residual against speed")
-    figure.tight_layout()
-    figure.savefig(path, dpi=FIGURE_DPI)
-    plt.close(figure)
+    def draw(axis, fit, i):
+        fitted, held = fit.rows[:, i] & ~fit.held_out[:, i], fit.held_out[:, i]
+        axis.plot(fit.velocity[fitted, i], (fit.measured - fit.after)[fitted, i], "C0.", ms=1, label="rows of the fit")
+        axis.plot(fit.velocity[held, i], (fit.measured - fit.validation)[held, i], "C1.", ms=1,
+                  label="held out (predicted)")
+
+    _plot_per_slider(path, result, names, "force residual against speed", "speed [m/s]", draw)
