@@ -5,6 +5,8 @@ added to the rigid-body model by hand, the energy and power balance with the fri
 dissipation, MuJoCo's own armature/damping/frictionloss, the stick-slip rule's breakaway force,
 and the sampled double loop linearised at home (exact zero-order hold) for the question of the
 thesis gains. With all drive parameters zero, every result is the rigid-body model's bit for bit.
+A lead screw's terms (Coulomb by direction, Stribeck hump, viscous ripple) are checked against
+the law written out per direction here, in the model, both plants and computed torque.
 """
 
 import math
@@ -112,6 +114,8 @@ def test_lead_screw_terms_in_the_model():
     rigid, driven = HexapodModel(RIGID), HexapodModel(RIGID.replace(actuators=LEAD_SCREW))
     drives = driven.dynamics.actuators
     assert not drives.symmetric and HexapodModel(RIGID.replace(actuators=UNEVEN)).dynamics.actuators.symmetric
+    hump_alone = RIGID.replace(actuators={"static_friction": 5.0, "stribeck_speed": 0.005}).actuators
+    assert not hump_alone.rigid and not hump_alone.symmetric  # a hump without Coulomb friction is still friction
     inertia = np.array(LEAD_SCREW["reflected_inertia"])
     for q, qd, qdd in random_states(5, 4, speed=0.02):  # slow: the hump shows
         phi = rigid.forward_kinematics(q).phi

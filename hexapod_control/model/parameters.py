@@ -247,8 +247,10 @@ class ActuatorSettings(_Section):
 
     @property
     def rigid(self) -> bool:
-        """No inertia and no friction: the rigid-body model."""
-        return not any(self.reflected_inertia) and not any(self.viscous_friction) and not any(self.coulomb_friction)
+        """No inertia and no friction (a Stribeck hump counts even without Coulomb friction): the rigid-body model."""
+        hump = any(speed > 0.0 and static > 0.0 for speed, static in zip(self.stribeck_speed, self.static_friction))
+        return not any(self.reflected_inertia) and not any(self.viscous_friction) and not any(self.coulomb_friction) \
+            and not hump
 
     @property
     def symmetric(self) -> bool:
