@@ -116,3 +116,18 @@ def test_the_lead_screw_terms_are_chosen_on_held_out_rows(runs):
         assert all("asymmetry" in groups for groups in choice.chosen)
         for rms in choice.held_out_rms:
             assert min(rms.values()) < rms["symmetric"]
+
+
+def test_the_overlay_carries_the_chosen_lead_screw_terms_and_loads(runs, tmp_path):
+    from hexapod_control.identification.report import write_overlay, write_report
+
+    identified = runs["B"][2]
+    overlay = write_overlay(tmp_path / "lab.yaml", identified, BASE)  # loads it back: it validates
+    loaded = load_parameters(overlay).actuators
+    values = overlay_values(identified.result, BASE)
+    for key in ("coulomb_asymmetry", "stribeck_speed", "static_friction", "viscous_ripple_cos", "viscous_ripple_sin"):
+        np.testing.assert_allclose(getattr(loaded, key), values[key], rtol=1e-5, atol=1e-9)
+    assert any(loaded.coulomb_asymmetry) and any(loaded.viscous_ripple_sin) and not loaded.symmetric
+    report = write_report(tmp_path / "report", identified, BASE, ["B"], overlay)
+    text = report.read_text()
+    assert "## Friction model per slider (held-out validation)" in text and "residual_speed.png" in text
