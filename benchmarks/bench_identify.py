@@ -5,7 +5,8 @@ The bag is an excitation run of the embedded plant with the drives of config/hex
 recorded once (about a minute of wall time) into --bag, then reused. Each repetition times the
 three stages separately: reading the bag (load_run), filtering and the rigid-body forces at every
 grid point (prepare_run: one forward kinematics and one inverse dynamics per sample, two with
---payload), and the least squares with outlier rejection and intervals (identify_samples).
+--payload), and the robust least squares with the friction model chosen on held-out rows and intervals
+(identify_samples).
 Prints the median and the range over the repetitions, and the load average.
 """
 
@@ -46,7 +47,7 @@ def main() -> None:
     print(f"# identification from {bag}" + (" with the payload" if args.payload else ""))
     print(f"# {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f} before, ", end="")
-    stages = {"read bag": [], "filter + rigid-body forces": [], "least squares": [], "total": []}
+    stages = {"read bag": [], "filter + rigid-body forces": [], "robust fits, model choice": [], "total": []}
     for _ in range(args.repeat):
         t0 = time.perf_counter()
         run = load_run(bag, base.ros.joint_names)

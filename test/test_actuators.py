@@ -5,6 +5,8 @@ added to the rigid-body model by hand, the energy and power balance with the fri
 dissipation, MuJoCo's own armature/damping/frictionloss, the stick-slip rule's breakaway force,
 and the sampled double loop linearised at home (exact zero-order hold) for the question of the
 thesis gains. With all drive parameters zero, every result is the rigid-body model's bit for bit.
+A lead screw's terms (Coulomb by direction, Stribeck hump, viscous ripple) are checked against
+the law written out per direction here, in the model, both plants and computed torque.
 """
 
 import math
@@ -36,7 +38,28 @@ UNEVEN = {
     "coulomb_smoothing_speed": [0.002, 0.003, 0.002, 0.004, 0.002, 0.005],
     "static_friction": 20.0,
 }
+# A lead screw on top (model/actuators.py): Coulomb by direction, a Stribeck hump, a viscous ripple.
+LEAD_SCREW = dict(
+    UNEVEN,
+    coulomb_asymmetry=[1.5, -2.0, 0.0, 3.0, -1.0, 0.5],
+    static_friction=[14.0, 15.0, 18.0, 20.0, 16.0, 13.0],
+    stribeck_speed=[0.005, 0.008, 0.0, 0.004, 0.01, 0.006],
+    viscous_ripple_cos=[4.0, -3.0, 5.0, 0.0, 2.0, -6.0],
+    viscous_ripple_sin=[-2.0, 4.0, 0.0, 6.0, -5.0, 1.0],
+)
 THESIS_KP = 3000.0  # [N*s/m], the double loop's velocity gain on the robot
+
+
+def lead_screw_friction(q, qd, drives=LEAD_SCREW):
+    """The lead screw's friction written out per direction (the oracle of the tests below)."""
+    coulomb, asymmetry = np.array(drives["coulomb_friction"]), np.array(drives["coulomb_asymmetry"])
+    speed, static = np.array(drives["stribeck_speed"]), np.array(drives["static_friction"])
+    level = np.where(qd >= 0.0, coulomb + asymmetry, coulomb - asymmetry)
+    hump = np.where(speed > 0.0, (static - coulomb) * np.exp(-((qd / np.where(speed > 0.0, speed, 1.0)) ** 2)), 0.0)
+    angle = 2.0 * np.pi * np.asarray(q) / RIGID.actuators.viscous_ripple_period
+    viscous = (np.array(drives["viscous_friction"]) + np.array(drives["viscous_ripple_cos"]) * np.cos(angle)
+               + np.array(drives["viscous_ripple_sin"]) * np.sin(angle))
+    return viscous * qd + (level + hump) * np.tanh(qd / np.array(drives["coulomb_smoothing_speed"]))
 
 
 def random_states(count, seed, spread=0.03, speed=0.3, acceleration=3.0):
@@ -85,6 +108,42 @@ def test_drive_forces_add_to_the_rigid_bodies():
         # Forward dynamics inverts inverse dynamics through the drives (2.7e-15 m/s^2 measured).
         tau = driven.inverse_dynamics(q, qd, qdd, phi=phi)
         np.testing.assert_allclose(driven.forward_dynamics(q, qd, tau, phi=phi), qdd, rtol=0, atol=1e-13)
+
+
+def test_lead_screw_terms_in_the_model():
+    """Per direction, hump and ripple as written here; through inverse and forward dynamics; dissipative."""
+    rigid, driven = HexapodModel(RIGID), HexapodModel(RIGID.replace(actuators=LEAD_SCREW))
+    drives = driven.dynamics.actuators
+    assert not drives.symmetric and HexapodModel(RIGID.replace(actuators=UNEVEN)).dynamics.actuators.symmetric
+    hump_alone = RIGID.replace(actuators={"static_friction": 5.0, "stribeck_speed": 0.005}).actuators
+    assert not hump_alone.rigid and not hump_alone.symmetric  # a hump without Coulomb friction is still friction
+    inertia = np.array(LEAD_SCREW["reflected_inertia"])
+    for q, qd, qdd in random_states(5, 4, speed=0.02):  # slow: the hump shows
+        phi = rigid.forward_kinematics(q).phi
+        np.testing.assert_allclose(drives.friction(qd, q), lead_screw_friction(q, qd), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(driven.inverse_dynamics(q, qd, qdd, phi=phi),
+                                   rigid.inverse_dynamics(q, qd, qdd, phi=phi) + inertia * qdd + lead_screw_friction(q, qd),
+                                   rtol=0, atol=1e-12)
+        tau = driven.inverse_dynamics(q, qd, qdd, phi=phi)
+        np.testing.assert_allclose(driven.forward_dynamics(q, qd, tau, phi=phi), qdd, rtol=0, atol=1e-12)
+        # Without the position the ripple is left out (its mean over a lead).
+        flat = dict(LEAD_SCREW, viscous_ripple_cos=[0.0] * 6, viscous_ripple_sin=[0.0] * 6)
+        np.testing.assert_allclose(drives.friction(qd), lead_screw_friction(q, qd, flat), rtol=0, atol=1e-12)
+    rng = np.random.default_rng(5)
+    q = RIGID.home_actuator_position + rng.uniform(-0.03, 0.03, (2000, 6))
+    qd = rng.normal(0.0, 0.01, (2000, 6))
+    assert np.all(np.array([drives.friction(v, p) for p, v in zip(q, qd)]) * qd >= 0.0)  # friction opposes motion
+
+
+def test_lead_screw_slope_is_the_derivative_of_the_dry_friction():
+    drives = HexapodModel(RIGID.replace(actuators=LEAD_SCREW)).dynamics.actuators
+    step = 1e-7  # [m/s]
+    for qd in np.random.default_rng(6).normal(0.0, 0.006, (50, 6)):
+        def dry(v):
+            return drives.friction(v) - drives.viscous * v
+
+        numeric = (dry(qd + step) - dry(qd - step)) / (2.0 * step)
+        np.testing.assert_allclose(drives.coulomb_slope(qd), numeric, rtol=1e-5, atol=1e-3)
 
 
 def test_power_balance_with_friction():
@@ -161,7 +220,8 @@ def test_simulated_energy_balance_with_friction():
 
 
 # ------------------------------------------------------------------------------------------ MuJoCo
-def test_mujoco_drives_agree_with_the_model_where_comparable():
+@pytest.mark.parametrize("drives", [UNEVEN, LEAD_SCREW], ids=["symmetric", "lead_screw"])
+def test_mujoco_drives_agree_with_the_model_where_comparable(drives):
     """MuJoCo's armature, damping and frictionloss against the model at speeds beyond the smoothing.
 
     MuJoCo's dry friction is a constraint (F_c in magnitude once sliding), the model's tanh is the
@@ -170,7 +230,7 @@ def test_mujoco_drives_agree_with_the_model_where_comparable():
     """
     from hexapod_control.simulation.mujoco_plant import MujocoPlant
 
-    parameters = DRIVES.replace(actuators=UNEVEN)
+    parameters = DRIVES.replace(actuators=drives)
     plant, driven, rigid = MujocoPlant(parameters), HexapodModel(parameters), HexapodModel(RIGID)
     rng = np.random.default_rng(3)
     for _ in range(5):
@@ -245,11 +305,13 @@ def lockstep_errors(plant_parameters, model_parameters, controller, gain_set, du
 TRACKING_DURATION = 2.0  # [s] of (6.82): the ramp (s = 0.9997 at 2 s) and a period of its fastest sliders
 
 
-def test_computed_torque_compensates_the_drives():
+@pytest.mark.parametrize("lead_screw", [False, True], ids=["symmetric", "lead_screw"])
+def test_computed_torque_compensates_the_drives(lead_screw):
     """On the plant with drives, computed torque with the drives in its model tracks as on the rigid plant."""
+    drives = DRIVES.replace(actuators=LEAD_SCREW) if lead_screw else DRIVES
     rigid = lockstep_errors(RIGID, RIGID, "computed_torque", "simulated_plant", TRACKING_DURATION)
-    driven = lockstep_errors(DRIVES, DRIVES, "computed_torque", "simulated_plant", TRACKING_DURATION)
-    blind = lockstep_errors(DRIVES, RIGID, "computed_torque", "simulated_plant", TRACKING_DURATION)
+    driven = lockstep_errors(drives, drives, "computed_torque", "simulated_plant", TRACKING_DURATION)
+    blind = lockstep_errors(drives, RIGID, "computed_torque", "simulated_plant", TRACKING_DURATION)
     print(f"computed torque RMS/max position error: rigid {rigid}, drives compensated {driven}, not compensated {blind} m")
     # The largest error with drives is a slider's velocity reversal through the Coulomb law's
     # smoothing speed (a 2 um bump, 3.3x the rigid run's largest), sensitive to the exact state

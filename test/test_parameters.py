@@ -245,6 +245,10 @@ def test_invalid_values_name_the_key_and_why(edit, key, message):
          "must be shorter than joint_state_timeout"),
         (lambda h: h["controllers"]["double_loop"].update(valid_rates={"min": 2000.0, "max": 1000.0}),
          "hexapod.controllers.double_loop.valid_rates.min", "2000.0 Hz is above max 1000.0 Hz"),
+        (lambda h: h["actuators"].update(coulomb_friction=10.0, static_friction=10.0, coulomb_asymmetry=[0, 0, -12.0, 0, 0, 0]),
+         r"hexapod.actuators.coulomb_asymmetry\[2\]", "exceeds coulomb_friction 10.0 N"),
+        (lambda h: h["actuators"].update(viscous_friction=5.0, viscous_ripple_cos=4.0, viscous_ripple_sin=3.5),
+         r"hexapod.actuators.viscous_ripple_cos\[0\]", "exceeds viscous_friction 5.0"),
     ],
 )
 def test_checks_across_fields(edit, key, message):

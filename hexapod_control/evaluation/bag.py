@@ -67,6 +67,7 @@ class RunData:
     joint_stamp_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # (N,) the stamps themselves
     q: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # [m]
     qd: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # [m/s]
+    applied: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # joint-state effort [N], NaN where absent
     ref_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ref_pose: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # xi_d [m, rad]
     ref_velocity: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))  # load_run(replay=True) only
@@ -253,7 +254,7 @@ def _assemble(run: RunData, decoder: _RunDecoder) -> None:
         keep = _order(joint_ns, names["joint_states"], notes)
         run.joint_stamp_ns = joint_ns[keep]
         run.joint_t = seconds(run.joint_stamp_ns)
-        run.q, run.qd = joint_values[0][keep], joint_values[1][keep]
+        run.q, run.qd, run.applied = joint_values[0][keep], joint_values[1][keep], joint_values[2][keep]
     run.sampling["joint_states"] = timing.sampling("joint_states", names["joint_states"], run.joint_t, joint_clock)
     if reference_ns.size:
         keep = _order(reference_ns, names["reference"], notes)

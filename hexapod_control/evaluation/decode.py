@@ -83,10 +83,23 @@ def _vector3(v) -> tuple[float, float, float]:
     return (float(v.x), float(v.y), float(v.z))
 
 
+def _applied_efforts(names, efforts, joint_names) -> np.ndarray:
+    """The joint state's effort (6,) in the order of ``joint_names``: NaN unless it names every joint finitely.
+
+    ros2_control fills ``effort`` with the force the drive applies; many drivers leave it empty.
+    """
+    efforts = np.asarray(efforts, dtype=float).ravel()
+    if efforts.size != len(names):
+        return np.full(len(joint_names), np.nan)
+    index = {str(name): k for k, name in enumerate(names)}
+    applied = np.array([efforts[index[name]] for name in joint_names])
+    return applied if np.all(np.isfinite(applied)) else np.full(len(joint_names), np.nan)
+
+
 def _convert_joint_state(joint_names):
     def convert(message):
         q, qd = joint_state_arrays(message.name, message.position, message.velocity, joint_names)
-        return _stamp_ns(message.header.stamp), (q, qd)
+        return _stamp_ns(message.header.stamp), (q, qd, _applied_efforts(message.name, message.effort, joint_names))
 
     return convert
 
@@ -191,7 +204,12 @@ class _BulkJointState:
         q = cdr.float64_field(data, layout, "position")[:, columns]
         qd = cdr.float64_field(data, layout, "velocity")[:, columns]
         ok = np.all(np.isfinite(q), axis=1) & np.all(np.isfinite(qd), axis=1)
-        return cdr.time_field(data, layout, "stamp"), (q, qd), ok
+        if layout.info["effort"] == len(index):
+            applied = cdr.float64_field(data, layout, "effort")[:, columns]
+            applied = np.where(np.all(np.isfinite(applied), axis=1, keepdims=True), applied, np.nan)
+        else:
+            applied = np.full(q.shape, np.nan)
+        return cdr.time_field(data, layout, "stamp"), (q, qd, applied), ok
 
 
 class _BulkReference:

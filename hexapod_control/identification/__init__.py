@@ -3,8 +3,8 @@
     hexapod_identify BAG... -o overlay.yaml        (also python -m hexapod_control.identification)
 
 Reads the joint states and force commands of each bag (:func:`hexapod_control.evaluation.bag.load_run`),
-filters them (samples.py), fits the parameters by least squares with outlier rejection and
-confidence intervals (regression.py), and writes a parameters overlay of the schema's
+filters them (samples.py), fits the parameters by robust (Huber) least squares with the friction
+model chosen on held-out rows and confidence intervals (regression.py), and writes a parameters overlay of the schema's
 ``actuators`` keys and a report (report.py). Pure Python: nothing here imports ROS.
 """
 

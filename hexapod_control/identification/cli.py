@@ -1,8 +1,9 @@
 """``hexapod_identify BAG... -o overlay.yaml`` (also ``python -m hexapod_control.identification``).
 
-Estimates each slider's reflected inertia, viscous and Coulomb friction (and with ``--payload`` a
-mass on the platform) from the joint states and force commands of the bags, on the rigid-body
-model of ``--params``; writes the overlay (only the identified entries differ from ``--params``)
+Estimates each slider's reflected inertia, viscous and Coulomb friction, and where the data
+support them a lead screw's Coulomb asymmetry, Stribeck hump and viscous ripple (and with
+``--payload`` a mass on the platform) from the joint states (with their effort, when recorded) and
+force commands of the bags, on the rigid-body model of ``--params``; writes the overlay (only the identified entries differ from ``--params``)
 and a report with figures. A parameter the bags cannot determine is reported as not identifiable,
 with the reason, and keeps the base file's value.
 
@@ -32,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Identify the drives of the hexapod's sliders (reflected inertia, viscous and Coulomb "
-        "friction, optionally a payload) from recorded bags; write a parameters overlay and a report.",
+        "friction, a lead screw's asymmetry, Stribeck hump and ripple where the data support them, optionally "
+        "a payload) from recorded bags; write a parameters overlay and a report (doc/identification.md).",
     )
     parser.add_argument("bags", nargs="+", help="rosbag2 directories, .mcap or .db3 files with joint states and force commands")
     parser.add_argument("-o", "--output", required=True, help="overlay to write, e.g. config/lab_drives.yaml")

@@ -46,6 +46,7 @@ def rigid_parameters(parameters: HexapodParameters) -> HexapodParameters:
     drives = parameters.actuators
     return parameters.replace(actuators={
         "reflected_inertia": 0.0, "viscous_friction": 0.0, "coulomb_friction": 0.0, "static_friction": 0.0,
+        "coulomb_asymmetry": 0.0, "stribeck_speed": 0.0, "viscous_ripple_cos": 0.0, "viscous_ripple_sin": 0.0,
         "coulomb_smoothing_speed": list(drives.coulomb_smoothing_speed),
     })
 
@@ -75,6 +76,19 @@ class RunSamples:
     rigid: np.ndarray  # (N, 6) tau_rigid(H q, H q_d, q_dd) [N]
     payload: np.ndarray | None  # (N, 6) d tau / d m_platform [N/kg], when asked for
     notes: list[str] = field(default_factory=list)
+    # The lead screw's columns (model/actuators.py), filtered like the others: H |tanh(q_d / v_s)|,
+    # H q_d cos(2 pi q / p), H q_d sin(2 pi q / p); the Stribeck column of a speed v_st by :func:`stribeck_column`.
+    asymmetry: np.ndarray | None = None  # (N, 6)
+    ripple: np.ndarray | None = None  # (2, N, 6)
+    raw_velocity: np.ndarray | None = None  # (N, 6) q_d on the grid, unfiltered [m/s]
+    raw_shape: np.ndarray | None = None  # (N, 6) tanh(q_d / v_s) on the grid, unfiltered
+    filter_order: int = 0  # the Savitzky-Golay polynomial order
+    _stribeck: dict = field(default_factory=dict)  # v_st -> its column (N, 6)
+    # The joint states' effort (the force applied, as ros2_control reads it back), held and
+    # filtered like the commands; None when the bag has none.
+    applied: np.ndarray | None = None  # (N, 6) [N]
+    effort_delay: int | None = None  # measured periods from a command to the effort that shows it
+    effort_mismatch: float = float("nan")  # RMS |effort - command that delay earlier| [N]
 
 
 def prepare_run(run: RunData, parameters: HexapodParameters, with_payload: bool) -> RunSamples | str:
@@ -119,17 +133,57 @@ def prepare_run(run: RunData, parameters: HexapodParameters, with_payload: bool)
     limits, tolerance = parameters.limits, parameters.recording.evaluation.saturation_tolerance
     at_limit = np.abs(held) >= (1.0 - tolerance) * limits.actuator_force_max
     saturated = maximum_filter1d(at_limit.astype(np.uint8), size=window, axis=0).astype(bool)
-    smoothing_speed = np.array(parameters.actuators.coulomb_smoothing_speed)
+    drives = parameters.actuators
+    shape = coulomb_shape(qd, np.array(drives.coulomb_smoothing_speed))
+    angle = 2.0 * np.pi / drives.viscous_ripple_period * q
 
     samples = RunSamples(
         label=run.label, period=period, window=window, t=grid, valid=valid,
         position=smooth(q), velocity=smooth(qd), acceleration=smooth(qd, 1),
-        coulomb=smooth(coulomb_shape(qd, smoothing_speed)), forces=smooth(held), commanded=commanded,
+        coulomb=smooth(shape), forces=smooth(held), commanded=commanded,
         saturated=saturated, rigid=np.full((grid.size, 6), np.nan),
         payload=np.full((grid.size, 6), np.nan) if with_payload else None, notes=notes,
+        asymmetry=smooth(np.abs(shape)),
+        ripple=np.stack([smooth(qd * np.cos(angle)), smooth(qd * np.sin(angle))]),
+        raw_velocity=qd, raw_shape=shape, filter_order=settings.derivative_order,
     )
+    _applied_efforts(samples, run, grid, index, held, smooth, settings.max_delay_steps)
     _rigid_body_forces(samples, parameters)
     return samples
+
+
+def stribeck_column(samples: RunSamples, speed: float) -> np.ndarray:
+    """H exp(-(q_d / v_st)^2) tanh(q_d / v_s) (N, 6) for v_st = ``speed`` [m/s], kept once computed."""
+    column = samples._stribeck.get(speed)
+    if column is None:
+        hump = np.exp(-((samples.raw_velocity / speed) ** 2)) * samples.raw_shape
+        column = savgol_filter(hump, samples.window, samples.filter_order, axis=0, mode="interp")
+        samples._stribeck[speed] = column
+    return column
+
+
+def _applied_efforts(samples: RunSamples, run: RunData, grid, command_index, held, smooth, max_delay: int) -> None:
+    """The effort of the joint states on the grid, and the delay from a command to the effort showing it.
+
+    Used when every joint state of the run carries one. The delay is the shift k (0..max_delay + 1)
+    that best matches the effort at grid point n with the command answering point n - k.
+    """
+    applied = run.applied
+    if applied.shape != run.q.shape or applied.size == 0 or not np.all(np.isfinite(applied)):
+        return
+    index = np.clip(np.searchsorted(run.joint_t, grid + 0.5 * (grid[1] - grid[0]), side="right") - 1, 0, None)
+    effort = applied[index]
+    best, mismatch = None, np.inf
+    for shift in range(max_delay + 2):
+        later, earlier = effort[shift:], held[: held.shape[0] - shift]
+        known = command_index[: held.shape[0] - shift] >= 0
+        if not known.any():
+            continue
+        rms = float(np.sqrt(np.mean((later[known] - earlier[known]) ** 2)))
+        if rms < mismatch:
+            best, mismatch = shift, rms
+    samples.applied = smooth(effort)
+    samples.effort_delay, samples.effort_mismatch = best, mismatch
 
 
 def _rigid_body_forces(samples: RunSamples, parameters: HexapodParameters) -> None:
@@ -153,20 +207,23 @@ def _rigid_body_forces(samples: RunSamples, parameters: HexapodParameters) -> No
         samples.notes.append(f"forward kinematics or dynamics failed at {failures} grid point(s): left out")
 
 
-def aligned_forces(samples: RunSamples, delay: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(forces (N, 6), usable (N,), saturated (N, 6)) with the commands ``delay`` periods earlier.
+def aligned_forces(samples: RunSamples, delay: int, applied: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(forces (N, 6), usable (N,), saturated (N, 6)) with the forces ``delay`` periods earlier.
 
     The command F_k acts over [t_k, t_k+1) (``delay`` = 0) and the centred derivative at t_k spans
-    the intervals of F_k-1 and F_k: the force at t_k is their mean, shifted by the delay.
+    the intervals of F_k-1 and F_k: the force at t_k is their mean, shifted by the delay. With
+    ``applied`` the joint states' effort replaces the commands (``delay`` = -1: the effort of a
+    joint state is the force that acted over the period before it, as ros2_control reads it back).
     """
+    source = samples.applied if applied else samples.forces
     n = samples.t.size
     forces = np.full((n, 6), np.nan)
     usable = np.zeros(n, dtype=bool)
     saturated = np.zeros((n, 6), dtype=bool)
-    first = delay + 1
-    if n > first:
-        later, earlier = slice(1, n - delay), slice(0, n - first)
-        forces[first:] = 0.5 * (samples.forces[later] + samples.forces[earlier])
-        usable[first:] = samples.commanded[earlier]
-        saturated[first:] = samples.saturated[later] | samples.saturated[earlier]
+    first, last = max(delay + 1, 0), min(n, n + delay)  # grid points k with k - delay - 1 >= 0 and k - delay < n
+    if last > first:
+        later, earlier = slice(first - delay, last - delay), slice(first - delay - 1, last - delay - 1)
+        forces[first:last] = 0.5 * (source[later] + source[earlier])
+        usable[first:last] = True if applied else samples.commanded[earlier]
+        saturated[first:last] = samples.saturated[later] | samples.saturated[earlier]
     return forces, usable & samples.valid, saturated

@@ -235,7 +235,7 @@ class ReducedDynamics:
         tau = np.array(self._call(terms.reduced_inverse_dynamics, q, phi, qd, qdd))
         if self.actuators.rigid:
             return tau
-        return tau + self.actuators.forces(qd, qdd)
+        return tau + self.actuators.forces(qd, qdd, q)
 
     def forward_dynamics(self, q, qd, tau, phi=None) -> np.ndarray:
         """q_dd (6,) [m/s^2] from M_bar q_dd = tau - C_bar q_d - g_bar - f(q_d).

@@ -192,9 +192,11 @@ class Limits(_Section):
 class ActuatorSettings(_Section):
     """The drive of each slider (motor and lead screw) as seen on the slider, entry k = actuator q_k.
 
-    The model adds M_bar += diag(reflected_inertia) and the friction force
-    viscous_friction q_dot + coulomb_friction tanh(q_dot / coulomb_smoothing_speed) to the rigid
-    bodies; all zero is the rigid-body model exactly (model/actuators.py).
+    The model adds M_bar += diag(reflected_inertia) and the friction force (model/actuators.py)
+    viscous_friction q_dot + coulomb_friction tanh(q_dot / coulomb_smoothing_speed), with the lead
+    screw's terms when set: Coulomb friction by direction (coulomb_asymmetry), a Stribeck hump
+    (static_friction over stribeck_speed) and a viscous ripple with the screw position. All zero
+    is the rigid-body model exactly; zero asymmetry, Stribeck speed and ripple the symmetric model.
     """
 
     reflected_inertia: NonNegativeVector6 = Field(description="rotor (and screw) inertia through the lead, J (2 pi / lead)^2 [kg]")
@@ -204,8 +206,20 @@ class ActuatorSettings(_Section):
         description="v_s of the smooth Coulomb law F_c tanh(q_dot / v_s); a stick_slip plant sticks below it [m/s]"
     )
     static_friction: NonNegativeVector6 = Field(
-        description="F_s >= F_c: breakaway force of a sticking slider, used by a stick_slip plant only [N]"
+        description="F_s >= F_c: breakaway force; the smooth law's Stribeck level where stribeck_speed > 0, "
+        "and a stick_slip plant's breakaway [N]"
     )
+    coulomb_asymmetry: Vector6 = Field(
+        description="A, |A| <= F_c: Coulomb friction F_c + A moving up (q_dot > 0), F_c - A moving down [N]"
+    )
+    stribeck_speed: NonNegativeVector6 = Field(
+        description="v_st of the Stribeck hump (F_s - F_c) exp(-(q_dot / v_st)^2); 0 = no hump in the smooth law [m/s]"
+    )
+    viscous_ripple_cos: Vector6 = Field(
+        description="b_c: viscous friction b + b_c cos(2 pi q / p) + b_s sin(2 pi q / p) [N*s/m]"
+    )
+    viscous_ripple_sin: Vector6 = Field(description="b_s of that ripple [N*s/m]")
+    viscous_ripple_period: Length = Field(description="p of that ripple: the screw's lead [m]")
     plant_friction: PlantFriction = Field(
         description="simulation only, the embedded plant's friction law: smooth (the model's) or stick_slip"
     )
@@ -218,6 +232,14 @@ class ActuatorSettings(_Section):
         for slider, (static, coulomb) in enumerate(zip(self.static_friction, self.coulomb_friction)):
             if static < coulomb:
                 raise _Invalid(f"static_friction[{slider}]", f"{static} N is below coulomb_friction {coulomb} N")
+        for slider, (asymmetry, coulomb) in enumerate(zip(self.coulomb_asymmetry, self.coulomb_friction)):
+            if abs(asymmetry) > coulomb:
+                raise _Invalid(f"coulomb_asymmetry[{slider}]", f"|{asymmetry}| N exceeds coulomb_friction {coulomb} N")
+        for slider, (cos, sin, viscous) in enumerate(zip(self.viscous_ripple_cos, self.viscous_ripple_sin,
+                                                         self.viscous_friction)):
+            if math.hypot(cos, sin) > viscous:
+                raise _Invalid(f"viscous_ripple_cos[{slider}]",
+                               f"the ripple's amplitude {math.hypot(cos, sin):g} N*s/m exceeds viscous_friction {viscous}")
         for slider, (peak, continuous) in enumerate(zip(self.peak_force, self.continuous_force)):
             if peak < continuous:
                 raise _Invalid(f"peak_force[{slider}]", f"{peak} N is below continuous_force {continuous} N")
@@ -225,8 +247,16 @@ class ActuatorSettings(_Section):
 
     @property
     def rigid(self) -> bool:
-        """No inertia and no friction: the rigid-body model."""
-        return not any(self.reflected_inertia) and not any(self.viscous_friction) and not any(self.coulomb_friction)
+        """No inertia and no friction (a Stribeck hump counts even without Coulomb friction): the rigid-body model."""
+        hump = any(speed > 0.0 and static > 0.0 for speed, static in zip(self.stribeck_speed, self.static_friction))
+        return not any(self.reflected_inertia) and not any(self.viscous_friction) and not any(self.coulomb_friction) \
+            and not hump
+
+    @property
+    def symmetric(self) -> bool:
+        """No asymmetry, Stribeck hump or ripple: J q_dd + b q_dot + F_c tanh(q_dot / v_s) alone."""
+        return not (any(self.coulomb_asymmetry) or any(self.stribeck_speed) or any(self.viscous_ripple_cos)
+                    or any(self.viscous_ripple_sin))
 
 
 # ------------------------------------------------------------------------------------------ trajectories
@@ -629,6 +659,10 @@ class IdentificationResolution(_Section):
     reflected_inertia: Positive = Field(description="[kg]")
     viscous_friction: Positive = Field(description="[N*s/m]")
     coulomb_friction: Positive = Field(description="[N]")
+    coulomb_asymmetry: Positive = Field(description="[N]")
+    stribeck_friction: Positive = Field(description="F_s - F_c [N]")
+    viscous_ripple_cos: Positive = Field(description="[N*s/m]")
+    viscous_ripple_sin: Positive = Field(description="[N*s/m]")
     payload_mass: Positive = Field(description="[kg]")
 
 
@@ -638,11 +672,22 @@ class IdentificationSettings(_Section):
     derivative_window: Positive = Field(description="Savitzky-Golay window of the zero-phase q_dot derivative [s]")
     derivative_order: AtLeastOne = Field(description="polynomial order of the Savitzky-Golay fit")
     min_speed: NonNegative = Field(
-        description="a slider slower than this within the filter window is left out of its rows (reversals) [m/s]"
+        description="a slider slower than this throughout the filter window is at rest: left out of its rows [m/s]"
     )
     max_delay_steps: Count = Field(description="force-to-motion delays tried, 0..this [joint-state periods]")
-    outlier_threshold: Positive = Field(description="rows beyond this many robust standard deviations are outliers")
-    outlier_iterations: AtLeastOne = Field(description="fit / reject rounds")
+    robust_threshold: Positive = Field(
+        description="Huber's k: residuals beyond k robust standard deviations weigh k sigma / |r| instead of 1"
+    )
+    robust_iterations: AtLeastOne = Field(description="most reweighting rounds of the robust fit")
+    validation_fraction: Annotated[Positive, Field(lt=1.0)] = Field(
+        description="the share of each run held out of the model choice and predicted by it, in one-second blocks, in (0, 1)"
+    )
+    model_improvement: NonNegative = Field(
+        description="a richer friction model is chosen when it lowers the held-out mean square residual by this fraction"
+    )
+    stribeck_speeds: Annotated[tuple[Positive, ...], Field(min_length=1), AfterValidator(_distinct)] = Field(
+        description="the Stribeck speeds v_st tried [m/s]"
+    )
     min_samples: AtLeastOne = Field(description="fewest rows per slider for its parameters to be identifiable")
     confidence_level: Annotated[Positive, Field(lt=1.0)] = Field(description="of the reported intervals, in (0, 1)")
     resolution: IdentificationResolution

@@ -20,7 +20,8 @@ The viscous part acts at the mid-step velocity (trapezoidal: the sampled respons
 damper, stable for any b), as the continuous friction of the robot does on average over the step;
 the Coulomb part, stiff near rest (slope F_c / v_s, 7500 N*s/m for 15 N over 2 mm/s, far beyond
 what an explicit 1 ms step holds on a few kg), at the end-of-step velocity, which damps it for
-any slope. ``rk4`` evaluates the model's forward dynamics explicitly (a small
+any slope (a lead screw's Stribeck hump, whose slope falls below zero past the breakaway, keeps
+that falling part explicit: implicitly it would lower the mass matrix). ``rk4`` evaluates the model's forward dynamics explicitly (a small
 ``coulomb_smoothing_speed`` then needs substeps). With ``plant_friction: stick_slip``
 (semi-implicit Euler only) a slider slower than v_s sticks: it is brought to rest within the
 step, as long as the force that holds it stays within its ``static_friction``; the slider that
@@ -116,13 +117,17 @@ class EmbeddedSimulator(Plant):
         dynamics, drives = self.model.dynamics, self._drives
         matrix = dynamics.mass_matrix(q, self._phi)
         net = forces - dynamics.inverse_dynamics(q, qd, _ZERO6, self._phi)  # bias: C_bar q_d + g_bar + f(q_d)
-        damping = h * (0.5 * drives.viscous + drives.coulomb_slope(qd))
+        slope = drives.coulomb_slope(qd)
+        if not drives.symmetric:
+            # A Stribeck hump's falling slope is left explicit: taken implicitly it would lower M_bar.
+            slope = np.maximum(slope, 0.0)
+        damping = h * (0.5 * drives.viscous_at(q) + slope)
         stuck = np.abs(qd) < drives.smoothing_speed if self._stick_slip else np.zeros(6, dtype=bool)
         if not stuck.any():
             matrix[np.diag_indices(6)] += damping
             return np.linalg.solve(matrix, net)
         # A stuck slider's friction is whatever holds it (a constraint force), not the smooth law.
-        net = net + np.where(stuck, drives.friction(qd), 0.0)
+        net = net + np.where(stuck, drives.friction(qd, q), 0.0)
         matrix[np.diag_indices(6)] += np.where(stuck, 0.0, damping)
         while True:
             free = ~stuck
@@ -137,7 +142,7 @@ class EmbeddedSimulator(Plant):
                 return acceleration
             slider = np.flatnonzero(stuck)[int(np.argmax(excess))]  # breaks away: the smooth law again
             stuck[slider] = False
-            net[slider] -= drives.friction(qd)[slider]
+            net[slider] -= drives.friction(qd, q)[slider]
             matrix[slider, slider] += damping[slider]
 
     def step(self, steps: int = 1) -> None:

@@ -36,6 +36,7 @@ inertia, added to the slider's diagonal of MuJoCo's mass matrix), ``damping`` (v
 and ``frictionloss`` (dry friction, enforced by MuJoCo's constraint solver: not the model's tanh
 law, so the plant stays an independent check; it has no separate static friction). They are
 written only when nonzero, so a rigid-body parameter set gives the same text as without drives.
+A lead screw's asymmetry, Stribeck hump and ripple are forces the plant applies (mujoco_plant.py).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import mujoco
 import numpy as np
 
 from hexapod_control.errors import InvalidInputError, SimulationDivergedError
+from hexapod_control.model.actuators import ActuatorModel
 from hexapod_control.model.kinematics import JOINT_NAMES, Kinematics
 from hexapod_control.model.parameters import HexapodParameters
 from hexapod_control.model.validation import as_vector
@@ -82,6 +83,9 @@ class MujocoPlant(Plant):
         self.data = mujoco.MjData(self.model)
         self._kinematics = Kinematics(parameters)
         self._force_max = parameters.limits.actuator_force_max
+        # MuJoCo's joint attributes carry J, b and F_c (mjcf.py); a lead screw's asymmetry, Stribeck
+        # hump and ripple are applied here as forces on the sliders, updated every substep.
+        self._lead_screw = None if parameters.actuators.symmetric else ActuatorModel(parameters.actuators)
 
         def joint(name: str) -> int:
             return mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT, name)
@@ -166,7 +170,12 @@ class MujocoPlant(Plant):
         for _ in range(steps):
             good_qpos, good_qvel, good_time = self.data.qpos.copy(), self.data.qvel.copy(), self.data.time
             warnings = [self.data.warning[w].number for w in _BAD_STATE_WARNINGS]
-            mujoco.mj_step(self.model, self.data, nstep=self.settings.substeps)
+            if self._lead_screw is None:
+                mujoco.mj_step(self.model, self.data, nstep=self.settings.substeps)
+            else:
+                for _ in range(self.settings.substeps):
+                    self._apply_lead_screw(self.data)
+                    mujoco.mj_step(self.model, self.data)
             # mj_step leaves the positions-dependent quantities at the state before the last
             # substep; refresh them so the closure check and the pose describe the new state.
             mujoco.mj_kinematics(self.model, self.data)
@@ -181,6 +190,12 @@ class MujocoPlant(Plant):
                 self.data.qpos[:], self.data.qvel[:], self.data.time = good_qpos, good_qvel, good_time
                 mujoco.mj_forward(self.model, self.data)
                 raise
+
+    def _apply_lead_screw(self, data: mujoco.MjData) -> None:
+        """The lead screw's friction terms at data's state, as forces on the sliders (none when symmetric)."""
+        if self._lead_screw is not None:
+            data.qfrc_applied[self._slider_dof] = -self._lead_screw.lead_screw_friction(
+                data.qvel[self._slider_dof], data.qpos[self._slider_qpos])
 
     def joint_positions(self) -> np.ndarray:
         return self.data.qpos[self._slider_qpos].copy()
@@ -260,6 +275,7 @@ class MujocoPlant(Plant):
         """q_ddot (6,) [m/s^2] MuJoCo computes for the current state and forces (no step taken)."""
         scratch = mujoco.MjData(self.model)
         scratch.qpos[:], scratch.qvel[:], scratch.ctrl[:] = self.data.qpos, self.data.qvel, self.data.ctrl
+        self._apply_lead_screw(scratch)
         mujoco.mj_forward(self.model, scratch)
         return scratch.qacc[self._slider_dof].copy()
 
