@@ -306,9 +306,10 @@ static int cycle_newton(const double *q, const double *guess, const double *sett
     return 0;
 }
 
-/* The fast path of Kinematics.solve_passive and the pose of forward_kinematics. */
-static int cycle_forward_kinematics(const double *q, const double *state, const double *settings, double *phi,
-                                    double *pose, int *iterations, double *residual)
+/* Kinematics.solve_passive from `guess`, without the continuation: the assembly check, Newton, the
+ * branch-jump check and the physical-mode check; phi and the closure at phi (as cycle_newton). */
+static int cycle_solve_passive(const double *q, const double *guess, const double *settings, double *phi,
+                               double *closure, int *iterations, double *residual)
 {
     const double two_l = settings[SETTING_TWO_LEG_LENGTHS];
     for (int side = 0; side < 3; ++side) {
@@ -317,8 +318,6 @@ static int cycle_forward_kinematics(const double *q, const double *state, const 
             return STATUS_CANNOT_ASSEMBLE;
         }
     }
-    double guess[3], closure[18]; /* gamma (3), slopes a0 b0 a1 b1 a2 b2 (6), apexes (9) */
-    cycle_predict_phi(q, state, guess);
     if (!cycle_newton(q, guess, settings, phi, closure, iterations, residual)) {
         return STATUS_FK_NEEDS_CONTINUATION;
     }
@@ -335,6 +334,19 @@ static int cycle_forward_kinematics(const double *q, const double *state, const 
     const double *rows = closure + 3;
     if (!(rows[0] * rows[2] * rows[4] + rows[1] * rows[3] * rows[5] > 0.0)) {
         return STATUS_NOT_PHYSICAL_MODE;
+    }
+    return STATUS_OK;
+}
+
+/* The fast path of Kinematics.solve_passive (the guess of the warm start) and the pose of forward_kinematics. */
+static int cycle_forward_kinematics(const double *q, const double *state, const double *settings, double *phi,
+                                    double *pose, int *iterations, double *residual)
+{
+    double guess[3], closure[18]; /* gamma (3), slopes a0 b0 a1 b1 a2 b2 (6), apexes (9) */
+    cycle_predict_phi(q, state, guess);
+    const int status = cycle_solve_passive(q, guess, settings, phi, closure, iterations, residual);
+    if (status != STATUS_OK) {
+        return status;
     }
     cycle_pose(closure + 9, settings, pose);
     return STATUS_OK;
