@@ -306,17 +306,26 @@ static int cycle_newton(const double *q, const double *guess, const double *sett
     return 0;
 }
 
-/* Kinematics.solve_passive from `guess`, without the continuation: the assembly check, Newton, the
- * branch-jump check and the physical-mode check; phi and the closure at phi (as cycle_newton). */
-static int cycle_solve_passive(const double *q, const double *guess, const double *settings, double *phi,
-                               double *closure, int *iterations, double *residual)
+/* check_assembly (Kinematics.joint_vector): |q_bar_i| < 2L on every side. */
+static int cycle_assembles(const double *q, const double *settings)
 {
     const double two_l = settings[SETTING_TWO_LEG_LENGTHS];
     for (int side = 0; side < 3; ++side) {
         const double qbar = q[2 * side] + q[2 * side + 1];
         if (!(-two_l < qbar && qbar < two_l)) {
-            return STATUS_CANNOT_ASSEMBLE;
+            return 0;
         }
+    }
+    return 1;
+}
+
+/* Kinematics.solve_passive from `guess`, without the continuation: the assembly check, Newton, the
+ * branch-jump check and the physical-mode check; phi and the closure at phi (as cycle_newton). */
+static int cycle_solve_passive(const double *q, const double *guess, const double *settings, double *phi,
+                               double *closure, int *iterations, double *residual)
+{
+    if (!cycle_assembles(q, settings)) {
+        return STATUS_CANNOT_ASSEMBLE;
     }
     if (!cycle_newton(q, guess, settings, phi, closure, iterations, residual)) {
         return STATUS_FK_NEEDS_CONTINUATION;

@@ -273,17 +273,26 @@ static int cycle_newton(const double *q, const double *guess, const double *sett
     return 0;
 }
 
-/* Kinematics.solve_passive from `guess`, without the continuation: the assembly check, Newton, the
- * branch-jump check and the physical-mode check; phi and the closure at phi (as cycle_newton). */
-static int cycle_solve_passive(const double *q, const double *guess, const double *settings, double *phi,
-                               double *closure, int *iterations, double *residual)
+/* check_assembly (Kinematics.joint_vector): |q_bar_i| < 2L on every side. */
+static int cycle_assembles(const double *q, const double *settings)
 {
     const double two_l = settings[SETTING_TWO_LEG_LENGTHS];
     for (int side = 0; side < 3; ++side) {
         const double qbar = q[2 * side] + q[2 * side + 1];
         if (!(-two_l < qbar && qbar < two_l)) {
-            return STATUS_CANNOT_ASSEMBLE;
+            return 0;
         }
+    }
+    return 1;
+}
+
+/* Kinematics.solve_passive from `guess`, without the continuation: the assembly check, Newton, the
+ * branch-jump check and the physical-mode check; phi and the closure at phi (as cycle_newton). */
+static int cycle_solve_passive(const double *q, const double *guess, const double *settings, double *phi,
+                               double *closure, int *iterations, double *residual)
+{
+    if (!cycle_assembles(q, settings)) {
+        return STATUS_CANNOT_ASSEMBLE;
     }
     if (!cycle_newton(q, guess, settings, phi, closure, iterations, residual)) {
         return STATUS_FK_NEEDS_CONTINUATION;
@@ -703,19 +712,6 @@ int reduced_forward_dynamics(const double *q, const double *phi, const double *q
                              const double *parameters, double *out);
 int reduced_mass_matrix(const double *q, const double *phi, const double *parameters, double *out);
 
-/* Kinematics.joint_vector's assembly check: |q_bar_i| < 2L on every side. */
-static int prediction_assembles(const double *q, const double *settings)
-{
-    const double two_l = settings[SETTING_TWO_LEG_LENGTHS];
-    for (int side = 0; side < 3; ++side) {
-        const double qbar = q[2 * side] + q[2 * side + 1];
-        if (!(-two_l < qbar && qbar < two_l)) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* ActuatorModel.friction, entry k: b q_d + F_c tanh(q_d / v_s). */
 static double prediction_friction(const double *drives, int k, double qd)
 {
@@ -776,7 +772,7 @@ int hexapod_applied_force(const double *q0, const double *qd0, const double *phi
         !cycle_all_finite(acceleration, 6)) {
         return STATUS_INVALID_INPUT;
     }
-    if (!prediction_assembles(q0, settings)) {
+    if (!cycle_assembles(q0, settings)) {
         return STATUS_CANNOT_ASSEMBLE;
     }
     const int status = prediction_inverse_dynamics(q0, qd0, acceleration, phi0, drives, parameters, out);
@@ -844,10 +840,10 @@ int hexapod_predict(const double *q, const double *qd, const double *phi, const 
     memcpy(q_ahead, q, 6 * sizeof(double));
     memcpy(qd_ahead, qd, 6 * sizeof(double));
     memcpy(phi_ahead, phi, 3 * sizeof(double));
+    if (steps > 0 && !cycle_assembles(q, settings)) {
+        return STATUS_CANNOT_ASSEMBLE; /* the dynamics' check of q; each later q passes solve_passive's */
+    }
     for (int step = 0; step < steps; ++step) {
-        if (!prediction_assembles(q_ahead, settings)) {
-            return STATUS_CANNOT_ASSEMBLE;
-        }
         double acceleration[6];
         int status = prediction_acceleration(q_ahead, qd_ahead, phi_ahead, forces + 6 * step, period, drives,
                                              parameters, acceleration);
