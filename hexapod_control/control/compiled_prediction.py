@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import itertools
 import math
 import struct
 import threading
@@ -130,7 +131,7 @@ class CompiledPrediction:
         constants = tuple(buffer.ctypes.data for buffer in (self._drives, self._settings, self._parameters))
 
         offsets = [cycle.state[name] for name in WARM_START]
-        if offsets[0].start != 0 or any(a.stop != b.start for a, b in zip(offsets, offsets[1:])):
+        if offsets[0].start != 0 or any(a.stop != b.start for a, b in itertools.pairwise(offsets)):
             raise CompilationError(f"{library.path}: the state does not begin with {WARM_START} in this order")
         self._warm_start_slices = [slice(item.start, item.stop) for item in offsets]
         warm_start = struct.Struct(f"{offsets[-1].stop}d")
