@@ -4,6 +4,7 @@
  * around the generated dynamics terms of dynamics_terms.c. Built with dynamics_terms.c into one shared
  * library, at install by setup.py, else at first use by hexapod_control/model/compiled.py; called by
  * hexapod_control/control/compiled_cycle.py. The Python controllers stay the reference and the fallback.
+ * At the end, the delay compensation's numeric core (hexapod_control/codegen/delay_prediction.py).
  *
  *   int hexapod_cycle_<controller>(const double q[6], const double qd[6], const double reference[18],
  *                                  double period, double state[24], const double settings[...],
