@@ -140,6 +140,27 @@ def attach(controller, choice: str | None, output_type: type, status_type: type)
     return CompiledCycle(controller, library, output_type, status_type)
 
 
+def kinematic_settings(model_kinematics: kinematics.Kinematics) -> dict[str, object]:
+    """The forward kinematics' entries of the settings vector: Kinematics' constants and the closure's."""
+    chains = model_kinematics.chains  # the closure's constants, as the Python code has them
+    return {
+        "fk_tolerance": kinematics.FK_TOLERANCE,
+        "max_newton_iterations": kinematics.MAX_NEWTON_ITERATIONS,
+        "max_newton_step": kinematics.MAX_NEWTON_STEP,
+        "max_branch_jump": kinematics.MAX_BRANCH_JUMP,
+        "cyclic_singularity_ratio": kinematics.CYCLIC_SINGULARITY_RATIO,
+        "two_leg_lengths": model_kinematics.two_leg_lengths,
+        "side_cos": chains.side_cos,
+        "side_sin": chains.side_sin,
+        "side_offset": chains.side_offset,
+        "four_leg_length_squared": chains.four_leg_length_squared,
+        "half_platform_side_squared": chains.half_platform_side_squared,
+        "platform_side": chains.platform_side,
+        "normal_scale": chains.normal_scale,
+        "platform_offset": chains.platform_offset,
+    }
+
+
 class CompiledCycle:
     """One controller's compiled update: its buffers, its packed settings and the counts of its cycles.
 
@@ -190,22 +211,8 @@ class CompiledCycle:
         """The settings vector, from the controller's attributes (set by its subclass) and the model."""
         controller = self.controller
         rule = controller.settings.singularity
-        chains = controller.model.kinematics.chains  # the closure's constants, as the Python code has them
         values = {
-            "fk_tolerance": kinematics.FK_TOLERANCE,
-            "max_newton_iterations": kinematics.MAX_NEWTON_ITERATIONS,
-            "max_newton_step": kinematics.MAX_NEWTON_STEP,
-            "max_branch_jump": kinematics.MAX_BRANCH_JUMP,
-            "cyclic_singularity_ratio": kinematics.CYCLIC_SINGULARITY_RATIO,
-            "two_leg_lengths": controller.model.kinematics.two_leg_lengths,
-            "side_cos": chains.side_cos,
-            "side_sin": chains.side_sin,
-            "side_offset": chains.side_offset,
-            "four_leg_length_squared": chains.four_leg_length_squared,
-            "half_platform_side_squared": chains.half_platform_side_squared,
-            "platform_side": chains.platform_side,
-            "normal_scale": chains.normal_scale,
-            "platform_offset": chains.platform_offset,
+            **kinematic_settings(controller.model.kinematics),
             "euler_singularity_cos": dynamics.EULER_SINGULARITY_COS,
             "damping_threshold": rule.damping_threshold,
             "stop_threshold": rule.stop_threshold,

@@ -50,6 +50,11 @@ and the pose topic report is the robot's tracking, not the prediction. If the pr
 fails (its forward kinematics does not converge), the controller acts on the measured state for
 that step and says so in ``message``; invalid input goes to the wrapped controller unchanged, which
 answers it with its safe output.
+
+The numeric core (the measured forward kinematics, the estimator's applied force and the
+prediction's steps) runs as pure C functions generated with the control cycle when the library is
+available (:mod:`hexapod_control.control.compiled_prediction`, :meth:`select_core`); the NumPy code
+below stays the reference and runs any call the C code does not finish.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ from collections import deque
 
 import numpy as np
 
+from hexapod_control.control import compiled_prediction
 from hexapod_control.control.stamp_period import StampPeriod
 from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import HexapodError
@@ -132,8 +138,20 @@ class DelayCompensatedController:
         self._stamps = StampPeriod()
         self._last_measurement: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None  # t, q, q_d, phi
         self.prediction: tuple[np.ndarray, np.ndarray] | None = None  # (q, q_d) of the last update
+        self._longest = longest  # the forces in flight the compiled core makes room for
+        self.select_core()
 
     # -------------------------------------------------------------- interface
+    def select_core(self, choice: str | None = None) -> str:
+        """Run the numeric core (measured FK, applied force, prediction) in C ("c") or NumPy ("python").
+
+        ``choice`` as the control cycle's (None: $HEXAPOD_CONTROL_CYCLE, default auto: C when the
+        library is available). A call the C code does not finish runs the NumPy code, so both give
+        the same outputs (see compiled_prediction.py). Returns the choice in effect.
+        """
+        self._core = compiled_prediction.attach(self.model, self._longest, choice)
+        return "python" if self._core is None else "c"
+
     def reset(self, t: float, q, qd) -> None:
         """Reset the wrapped controller; the forces in flight stay (the drives still apply them)."""
         self.controller.reset(t, q, qd)
@@ -149,10 +167,12 @@ class DelayCompensatedController:
         if not valid:
             return self.controller.update(t, q, qd, reference)  # its safe output names the problem
         period = self._period(t)
-        try:
-            fk = self.model.forward_kinematics(q, self.measured_state)
-        except HexapodError:
-            return self._record(t, self.controller.update(t, q, qd, reference))  # fails the same way
+        fk = self._core.measure(q, self.measured_state) if self._core is not None else None
+        if fk is None:
+            try:
+                fk = self.model.forward_kinematics(q, self.measured_state)
+            except HexapodError:
+                return self._record(t, self.controller.update(t, q, qd, reference))  # fails the same way
         if self.estimator is not None:
             self._estimate(t, q, qd, fk.phi, period)
         horizon = self.delay_periods * period
@@ -240,14 +260,21 @@ class DelayCompensatedController:
         if effort is not None and effort[0] == t:
             applied = effort[1]  # measured by the drives: no model in between
         else:
-            acceleration = (qd - qd0) / (t - t0)
-            applied = (self.model.inverse_dynamics(q0, qd0, acceleration, phi=phi0)
-                       + self._friction_damping(qd0, t - t0) @ acceleration)
+            applied = self._core.applied_force(q0, qd0, phi0, qd, t - t0) if self._core is not None else None
+            if applied is None:
+                acceleration = (qd - qd0) / (t - t0)
+                applied = (self.model.inverse_dynamics(q0, qd0, acceleration, phi=phi0)
+                           + self._friction_damping(qd0, t - t0) @ acceleration)
         candidates = [self._in_flight(t0, period, delay) for delay in range(self.estimator.max_periods + 1)]
         self.delay_periods = self.estimator.update(applied, candidates, period)
 
     def _predict(self, t: float, q, qd, phi, period: float) -> tuple[np.ndarray, np.ndarray]:
         """(q, q_d) at t + d h: d semi-implicit Euler steps under the forces in flight."""
+        if self._core is not None:
+            in_flight = [self._in_flight(t + step * period, period, self.delay_periods) for step in range(self.delay_periods)]
+            predicted = self._core.predict(q, qd, phi, in_flight, period)
+            if predicted is not None:
+                return predicted
         model = self.model
         for step in range(self.delay_periods):
             forces = self._in_flight(t + step * period, period, self.delay_periods)

@@ -4,6 +4,7 @@
  * around the generated dynamics terms of dynamics_terms.c. Built with dynamics_terms.c into one shared
  * library, at install by setup.py, else at first use by hexapod_control/model/compiled.py; called by
  * hexapod_control/control/compiled_cycle.py. The Python controllers stay the reference and the fallback.
+ * At the end, the delay compensation's numeric core (hexapod_control/codegen/delay_prediction.py).
  *
  *   int hexapod_cycle_<controller>(const double q[6], const double qd[6], const double reference[18],
  *                                  double period, double state[24], const double settings[...],
@@ -273,19 +274,27 @@ static int cycle_newton(const double *q, const double *guess, const double *sett
     return 0;
 }
 
-/* The fast path of Kinematics.solve_passive and the pose of forward_kinematics. */
-static int cycle_forward_kinematics(const double *q, const double *state, const double *settings, double *phi,
-                                    double *pose, int *iterations, double *residual)
+/* check_assembly (Kinematics.joint_vector): |q_bar_i| < 2L on every side. */
+static int cycle_assembles(const double *q, const double *settings)
 {
     const double two_l = settings[SETTING_TWO_LEG_LENGTHS];
     for (int side = 0; side < 3; ++side) {
         const double qbar = q[2 * side] + q[2 * side + 1];
         if (!(-two_l < qbar && qbar < two_l)) {
-            return STATUS_CANNOT_ASSEMBLE;
+            return 0;
         }
     }
-    double guess[3], closure[18]; /* gamma (3), slopes a0 b0 a1 b1 a2 b2 (6), apexes (9) */
-    cycle_predict_phi(q, state, guess);
+    return 1;
+}
+
+/* Kinematics.solve_passive from `guess`, without the continuation: the assembly check, Newton, the
+ * branch-jump check and the physical-mode check; phi and the closure at phi (as cycle_newton). */
+static int cycle_solve_passive(const double *q, const double *guess, const double *settings, double *phi,
+                               double *closure, int *iterations, double *residual)
+{
+    if (!cycle_assembles(q, settings)) {
+        return STATUS_CANNOT_ASSEMBLE;
+    }
     if (!cycle_newton(q, guess, settings, phi, closure, iterations, residual)) {
         return STATUS_FK_NEEDS_CONTINUATION;
     }
@@ -302,6 +311,19 @@ static int cycle_forward_kinematics(const double *q, const double *state, const 
     const double *rows = closure + 3;
     if (!(rows[0] * rows[2] * rows[4] + rows[1] * rows[3] * rows[5] > 0.0)) {
         return STATUS_NOT_PHYSICAL_MODE;
+    }
+    return STATUS_OK;
+}
+
+/* The fast path of Kinematics.solve_passive (the guess of the warm start) and the pose of forward_kinematics. */
+static int cycle_forward_kinematics(const double *q, const double *state, const double *settings, double *phi,
+                                    double *pose, int *iterations, double *residual)
+{
+    double guess[3], closure[18]; /* gamma (3), slopes a0 b0 a1 b1 a2 b2 (6), apexes (9) */
+    cycle_predict_phi(q, state, guess);
+    const int status = cycle_solve_passive(q, guess, settings, phi, closure, iterations, residual);
+    if (status != STATUS_OK) {
+        return status;
     }
     cycle_pose(closure + 9, settings, pose);
     return STATUS_OK;
@@ -652,4 +674,200 @@ int hexapod_cycle_computed_torque(const double *q, const double *qd, const doubl
         cycle_advance(q, jacobian.phi, state);
     }
     return status;
+}
+
+/* Layouts of the delay compensation's arrays (read by compiled_prediction.py), and their offsets. */
+const char hexapod_prediction_drives[] = "reflected_inertia[6] viscous_friction[6] coulomb_friction[6] coulomb_smoothing_speed[6] rigid[1]";
+const char hexapod_prediction_outputs[] = "q[6] qd[6] phi[3]";
+const char hexapod_measurement_outputs[] = "phi[3] pose[6]";
+#define DRIVE_REFLECTED_INERTIA 0
+#define DRIVE_VISCOUS_FRICTION 6
+#define DRIVE_COULOMB_FRICTION 12
+#define DRIVE_COULOMB_SMOOTHING_SPEED 18
+#define DRIVE_RIGID 24
+#define DRIVE_SIZE 25
+#define PREDICTED_Q 0
+#define PREDICTED_QD 6
+#define PREDICTED_PHI 12
+#define PREDICTED_SIZE 15
+#define MEASURED_PHI 0
+#define MEASURED_POSE 3
+#define MEASURED_SIZE 9
+
+/* ------------------------------------------------------------------------------ delay compensation */
+/* The numeric core of control/delay_compensation.py (codegen/delay_prediction.py). Every function
+ * returns a status of hexapod_cycle_statuses: ok, or where the Python code raises or continues the
+ * forward kinematics, another one (the caller then runs the Python code). `settings` is the control
+ * cycle's settings vector (its kinematic entries are read), `state` has its layout (its warm start
+ * is read), `drives` the layout hexapod_prediction_drives.
+ *
+ *   int hexapod_measure(const double q[6], double state[...], const double settings[...], double out[9])
+ *   int hexapod_applied_force(const double q0[6], const double qd0[6], const double phi0[3], const double qd[6],
+ *                             double dt, const double drives[25], const double settings[...],
+ *                             const double parameters[...], double out[6])
+ *   int hexapod_predict(const double q[6], const double qd[6], const double phi[3], const double forces[steps * 6],
+ *                       int steps, double period, const double drives[25], const double settings[...],
+ *                       const double parameters[...], double out[15])
+ */
+int reduced_forward_dynamics(const double *q, const double *phi, const double *qd, const double *tau,
+                             const double *parameters, double *out);
+int reduced_mass_matrix(const double *q, const double *phi, const double *parameters, double *out);
+
+/* ActuatorModel.friction, entry k: b q_d + F_c tanh(q_d / v_s). */
+static double prediction_friction(const double *drives, int k, double qd)
+{
+    return drives[DRIVE_VISCOUS_FRICTION + k] * qd +
+           drives[DRIVE_COULOMB_FRICTION + k] * tanh(qd / drives[DRIVE_COULOMB_SMOOTHING_SPEED + k]);
+}
+
+/* DelayCompensatedController._friction_damping, diagonal entry k: h (b + F_c / v_s (1 - tanh^2(q_d / v_s))). */
+static double prediction_damping(const double *drives, int k, double qd, double period)
+{
+    const double speed = drives[DRIVE_COULOMB_SMOOTHING_SPEED + k];
+    const double shape = tanh(qd / speed);
+    return period * (drives[DRIVE_VISCOUS_FRICTION + k] + drives[DRIVE_COULOMB_FRICTION + k] / speed * (1.0 - shape * shape));
+}
+
+/* ReducedDynamics.inverse_dynamics: the generated rigid-body forces, plus the drives' J q_dd + friction(q_d). */
+static int prediction_inverse_dynamics(const double *q, const double *qd, const double *qdd, const double *phi,
+                                       const double *drives, const double *parameters, double *tau)
+{
+    if (reduced_inverse_dynamics(q, phi, qd, qdd, parameters, tau) != 0 || !cycle_all_finite(tau, 6)) {
+        return STATUS_SINGULAR_TERMS;
+    }
+    if (drives[DRIVE_RIGID] == 0.0) {
+        for (int k = 0; k < N_ACTUATORS; ++k) {
+            tau[k] = tau[k] + (drives[DRIVE_REFLECTED_INERTIA + k] * qdd[k] + prediction_friction(drives, k, qd[k]));
+        }
+    }
+    return STATUS_OK;
+}
+
+/* Kinematics.forward_kinematics warm-started from `state` (KinematicState.predict_phi, the fast path of
+ * solve_passive), which a finished call advances (KinematicState.advance); out = phi (3), pose (6). */
+int hexapod_measure(const double *q, double *state, const double *settings, double *out)
+{
+    if (!cycle_all_finite(q, 6) || !cycle_all_finite(state, STATE_SIZE)) {
+        return STATUS_INVALID_INPUT;
+    }
+    int iterations = 0;
+    double residual = 0.0;
+    const int status = cycle_forward_kinematics(q, state, settings, out + MEASURED_PHI, out + MEASURED_POSE,
+                                                &iterations, &residual);
+    if (status == STATUS_OK) {
+        cycle_advance(q, out + MEASURED_PHI, state);
+    }
+    return status;
+}
+
+/* DelayCompensatedController._estimate's applied force over the period dt from (q0, qd0, phi0) to qd:
+ * inverse_dynamics(q0, qd0, a, phi0) + friction_damping(qd0, dt) a, a = (qd - qd0) / dt. */
+int hexapod_applied_force(const double *q0, const double *qd0, const double *phi0, const double *qd, double dt,
+                          const double *drives, const double *settings, const double *parameters, double *out)
+{
+    double acceleration[6];
+    for (int k = 0; k < N_ACTUATORS; ++k) {
+        acceleration[k] = (qd[k] - qd0[k]) / dt;
+    }
+    if (!cycle_all_finite(q0, 6) || !cycle_all_finite(qd0, 6) || !cycle_all_finite(phi0, 3) ||
+        !cycle_all_finite(acceleration, 6)) {
+        return STATUS_INVALID_INPUT;
+    }
+    if (!cycle_assembles(q0, settings)) {
+        return STATUS_CANNOT_ASSEMBLE;
+    }
+    const int status = prediction_inverse_dynamics(q0, qd0, acceleration, phi0, drives, parameters, out);
+    if (status != STATUS_OK) {
+        return status;
+    }
+    if (drives[DRIVE_RIGID] == 0.0) {
+        for (int k = 0; k < N_ACTUATORS; ++k) {
+            out[k] = out[k] + prediction_damping(drives, k, qd0[k], dt) * acceleration[k];
+        }
+    }
+    return STATUS_OK;
+}
+
+/* One step of DelayCompensatedController._predict: the acceleration under `force` at (q, qd, phi). Rigid:
+ * ReducedDynamics.forward_dynamics (generated); with drives: (M_bar + h D) q_dd = tau - bias, the friction
+ * taken implicitly, solved by LU. */
+static int prediction_acceleration(const double *q, const double *qd, const double *phi, const double *force,
+                                   double period, const double *drives, const double *parameters, double *acceleration)
+{
+    if (drives[DRIVE_RIGID] != 0.0) {
+        if (reduced_forward_dynamics(q, phi, qd, force, parameters, acceleration) != 0 ||
+            !cycle_all_finite(acceleration, 6)) {
+            return STATUS_SINGULAR_TERMS;
+        }
+        return STATUS_OK;
+    }
+    const double rest[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double bias[6], mass[36], matrix[36], rhs[6];
+    int status = prediction_inverse_dynamics(q, qd, rest, phi, drives, parameters, bias);
+    if (status != STATUS_OK) {
+        return status;
+    }
+    if (reduced_mass_matrix(q, phi, parameters, mass) != 0 || !cycle_all_finite(mass, 36)) {
+        return STATUS_SINGULAR_TERMS;
+    }
+    for (int i = 0; i < N_ACTUATORS; ++i) {
+        for (int j = 0; j < N_ACTUATORS; ++j) {
+            /* ReducedDynamics.mass_matrix: symmetrised, the reflected inertia on the diagonal. */
+            double entry = 0.5 * (mass[6 * i + j] + mass[6 * j + i]);
+            if (i == j) {
+                entry = entry + drives[DRIVE_REFLECTED_INERTIA + i];
+            }
+            matrix[6 * i + j] = entry + (i == j ? prediction_damping(drives, i, qd[i], period) : 0.0);
+        }
+        rhs[i] = force[i] - bias[i];
+    }
+    if (!cycle_solve(matrix, rhs, acceleration)) {
+        return STATUS_SINGULAR_SOLVE;
+    }
+    return cycle_all_finite(acceleration, 6) ? STATUS_OK : STATUS_NON_FINITE_OUTPUT;
+}
+
+/* DelayCompensatedController._predict: `steps` semi-implicit Euler steps of `period` from (q, qd, phi),
+ * forces[6 step ..] acting over step `step`, phi of each new q by Kinematics.solve_passive from the
+ * last phi (the explicit guess: a branch jump is an error, not a continuation). out = q, qd, phi. */
+int hexapod_predict(const double *q, const double *qd, const double *phi, const double *forces, int steps,
+                    double period, const double *drives, const double *settings, const double *parameters, double *out)
+{
+    if (steps < 0 || !isfinite(period) || !cycle_all_finite(q, 6) || !cycle_all_finite(qd, 6) ||
+        !cycle_all_finite(phi, 3) || !cycle_all_finite(forces, 6 * steps)) {
+        return STATUS_INVALID_INPUT;
+    }
+    double *q_ahead = out + PREDICTED_Q, *qd_ahead = out + PREDICTED_QD, *phi_ahead = out + PREDICTED_PHI;
+    memcpy(q_ahead, q, 6 * sizeof(double));
+    memcpy(qd_ahead, qd, 6 * sizeof(double));
+    memcpy(phi_ahead, phi, 3 * sizeof(double));
+    if (steps > 0 && !cycle_assembles(q, settings)) {
+        return STATUS_CANNOT_ASSEMBLE; /* the dynamics' check of q; each later q passes solve_passive's */
+    }
+    for (int step = 0; step < steps; ++step) {
+        double acceleration[6];
+        int status = prediction_acceleration(q_ahead, qd_ahead, phi_ahead, forces + 6 * step, period, drives,
+                                             parameters, acceleration);
+        if (status != STATUS_OK) {
+            return status;
+        }
+        for (int k = 0; k < N_ACTUATORS; ++k) {
+            qd_ahead[k] = qd_ahead[k] + period * acceleration[k];
+        }
+        for (int k = 0; k < N_ACTUATORS; ++k) {
+            q_ahead[k] = q_ahead[k] + period * qd_ahead[k];
+        }
+        if (!cycle_all_finite(q_ahead, 6) || !cycle_all_finite(qd_ahead, 6)) {
+            return STATUS_NON_FINITE_OUTPUT;
+        }
+        double guess[3], closure[18];
+        int iterations = 0;
+        double residual = 0.0;
+        memcpy(guess, phi_ahead, sizeof guess);
+        status = cycle_solve_passive(q_ahead, guess, settings, phi_ahead, closure, &iterations, &residual);
+        if (status != STATUS_OK) {
+            return status;
+        }
+    }
+    return STATUS_OK;
 }

@@ -1,0 +1,127 @@
+"""The whole step per joint state (``ControlLoop.joint_state``) with the delay compensation's core in C
+and in NumPy, against one MuJoCo step of the same robot, in one process.
+
+    python benchmarks/bench_step.py [--steps 3000] [--delay 2] [--controller computed_torque] [--parameters ...]
+
+Two control loops (supervisor, delay-compensated controller, pose) close the loop on two MuJoCo
+plants of the robot along the thesis 6.5 trajectory, stepped as simulation/lockstep.py steps
+(reference, joint state, forces, one plant period), each plant behind a transport delay of
+``--delay`` periods (simulation/delay.py; the estimator finds it): one loop runs the compensation's numeric core
+in C (control/compiled_prediction.py), the other the NumPy code. Per control period, interleaved so
+that both see the same machine load and caches, the timer covers ``joint_state`` of each loop and
+one bare ``mujoco.mj_step`` of a third copy of the model. The first ``--settle`` periods (arming,
+the hold until the rate is known) are not counted.
+
+Two passes over the same sequence: wall-clock time (median and p99) and the thread's CPU time
+(median, less the cost of reading that clock). Prints the load average: quote it with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_cycle import clock_cost  # noqa: E402 - the benchmarks' own clock calibration, beside this file
+
+from hexapod_control.control.loop import ControlLoop  # noqa: E402
+from hexapod_control.control.trajectories import Reference, make_trajectory  # noqa: E402
+from hexapod_control.model.hexapod import HexapodModel  # noqa: E402
+from hexapod_control.simulation.delay import DelayedPlant  # noqa: E402
+from hexapod_control.simulation.lockstep import message_time  # noqa: E402
+from hexapod_control.simulation.mujoco_plant import MujocoPlant  # noqa: E402
+
+GAIN_SET = "simulated_plant"  # the simulators' gains: the loop closes on MuJoCo
+CORES = {"c": "joint_state, C core", "python": "joint_state, NumPy core"}
+MJ_STEP = "mujoco.mj_step (1 substep)"
+
+
+def measure(model: HexapodModel, controller_name: str, steps: int, settle: int, delay: int,
+            clock: Callable[[], int]) -> tuple[dict[str, np.ndarray], dict]:
+    """{workload: per-call times [us]} over ``steps`` periods after ``settle``, and the C core's counts."""
+    trajectory = make_trajectory("operational_space", model)
+    loops = {}
+    for core in CORES:
+        control = ControlLoop(model, controller_name, gain_set=GAIN_SET, arm_on_start=True)
+        if control.controller.select_core(core) != core:
+            raise SystemExit("the compiled core is unavailable: both loops would run NumPy")
+        robot = MujocoPlant(model.parameters)
+        robot.reset(model.home_q)
+        loops[core] = (control, DelayedPlant(robot, delay))
+    bare_data = copy.copy(robot.data)  # mj_step alone, on a copy so that no plant's state is disturbed
+    samples = {key: np.empty(steps) for key in (*CORES.values(), MJ_STEP)}
+    gc.disable()  # a collection in the loop is the runtime's cost, not the step's
+    try:
+        for k in range(settle + steps):
+            for core, (control, plant) in loops.items():
+                stamp = message_time(plant.time)
+                if k > 0:  # as lockstep.py: the trajectory starts with the second state
+                    sample = trajectory.sample(plant.time - plant.dt)
+                    control.reference_sample(stamp, Reference(stamp, sample.pose, sample.velocity, sample.acceleration))
+                positions, velocities = plant.joint_positions(), plant.joint_velocities()
+                start = clock()
+                answer = control.joint_state(stamp, stamp, control.joint_names, positions, velocities)
+                elapsed = clock() - start
+                if k >= settle:
+                    samples[CORES[core]][k - settle] = elapsed
+                plant.apply_forces(answer.forces)
+                plant.step()
+            start = clock()
+            mujoco.mj_step(robot.model, bare_data)
+            if k >= settle:
+                samples[MJ_STEP][k - settle] = clock() - start
+    finally:
+        gc.enable()
+    for core, (control, _) in loops.items():
+        decision = control.last_decision
+        if decision is None or decision.action.value != "control":
+            raise SystemExit(f"the {core} loop does not control at the end: {decision}")
+    controller = loops["c"][0].controller
+    core = controller._core
+    counts = {"finished": dict(core.finished), "deferred": dict(core.deferred), "delay estimate": controller.delay_periods}
+    return {key: values / 1e3 for key, values in samples.items()}, counts
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=3000, help="control periods measured")
+    parser.add_argument("--settle", type=int, default=200, help="control periods run before measuring")
+    parser.add_argument("--delay", type=int, default=2, help="the plants' transport delay [control periods]")
+    parser.add_argument("--controller", default="computed_torque", choices=("computed_torque", "double_loop"))
+    parser.add_argument("--parameters", default=None, help="parameters file (default config/hexapod.yaml)")
+    args = parser.parse_args(argv)
+    model = HexapodModel.from_yaml(args.parameters)
+    load_before = os.getloadavg()
+    wall, counts = measure(model, args.controller, args.steps, args.settle, args.delay, time.perf_counter_ns)
+    cpu, _ = measure(model, args.controller, args.steps, args.settle, args.delay, time.thread_time_ns)
+    cpu_clock_cost = clock_cost(time.thread_time_ns)
+    wall_median = {key: float(np.median(values)) for key, values in wall.items()}
+    cpu_median = {key: max(0.0, float(np.median(values)) - cpu_clock_cost) for key, values in cpu.items()}
+
+    print(f"# ControlLoop.joint_state ({args.controller}, {GAIN_SET} gains, closed on MuJoCo {args.delay} periods late) "
+          f"vs one mj_step: "
+          f"{args.steps} periods of {model.parameters.source}")
+    print(f"# {os.cpu_count()} CPUs, load average {' '.join(f'{v:.2f}' for v in load_before)} before and "
+          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} after; CPU times less {cpu_clock_cost:.2f} us per clock read")
+    print(f"{'what [us]':<32} {'wall median':>12} {'wall p99':>10} {'CPU median':>11} {'/ mj_step (wall, CPU)':>22}")
+    for key in wall:
+        ratio = f"{wall_median[key] / wall_median[MJ_STEP]:.2f}, {cpu_median[key] / cpu_median[MJ_STEP]:.2f}"
+        print(f"{key:<32} {wall_median[key]:>12.1f} {np.percentile(wall[key], 99):>10.1f} {cpu_median[key]:>11.1f} {ratio:>22}")
+    c_key, python_key = CORES["c"], CORES["python"]
+    print(f"# NumPy core / C core (wall medians): {wall_median[python_key] / wall_median[c_key]:.2f}")
+    print(f"# the C core's calls (finished, deferred to NumPy) and the delay it ended at: {counts}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
