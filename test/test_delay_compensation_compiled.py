@@ -251,6 +251,17 @@ def test_the_python_choice_runs_no_c():
     assert compiled_prediction.prediction_library("python") is None
 
 
+def test_drives_with_the_lead_screw_terms_run_the_numpy_core():
+    """The C code has the symmetric drive law only: a direction-dependent Coulomb term is NumPy's."""
+    asymmetric = DRIVES.replace(actuators={"coulomb_asymmetry": [1.0] * 6})
+    def compensated(parameters):
+        return make_controller("computed_torque", HexapodModel(parameters),
+                               delay_compensation=parameters.controllers.delay_compensation)
+
+    assert compensated(asymmetric).select_core("c") == "python"
+    assert compensated(DRIVES).select_core("c") == "c"
+
+
 # ------------------------------------------------------------------------------------------ closed loop
 @pytest.mark.parametrize("drives", PARAMETER_SETS)
 @pytest.mark.parametrize("controller_name", CONTROLLER_NAMES)
