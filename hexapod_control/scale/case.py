@@ -8,8 +8,9 @@ drives, delay, jitter, drops, sensor noise and seed; the controller keeps its ow
 case's delay compensation (the delay taken as known, as ``hexapod_margins`` takes it).
 
 The row holds the inputs, the pose error e = xi_d - xi (angles wrapped) per axis (RMS and max over
-the run, mean over the stability window at the end: the quasi-static error), the peak commanded
-force, the time at the force limit, the faults, whether the plant stopped, the simulated verdict
+the run, mean over the stability window at the end: the quasi-static error; the spread about that
+mean there and over the window before), the peak commanded force and measured slider speed, the
+time at the force limit, the faults, whether the plant stopped, the simulated verdict
 (spec.StabilityCriterion) and, with ``linear_analysis``, the spectral radius of the same loop
 linearised at home (control/margins.py) with its verdict. A case that raises is a row with its
 error: a sweep goes on.
@@ -147,14 +148,17 @@ class RowMetrics:
         self.force_limit, self.period = force_limit, period
         self.window_steps = max(1, round(window / period))
         self.errors: list[np.ndarray] = []
-        self.peak_force = 0.0
-        self.saturated_steps = 0
+        self.peak_force = self.peak_speed = 0.0
+        self.saturated: list[bool] = []
 
     def add(self, record) -> None:
         forces = np.abs(record.step.forces)
         self.peak_force = max(self.peak_force, float(np.max(forces)))
         # The controllers clamp to exactly the limit: round-off is all this tolerance absorbs.
-        self.saturated_steps += bool(np.any(forces >= self.force_limit * (1.0 - 1e-9)))
+        self.saturated.append(bool(np.any(forces >= self.force_limit * (1.0 - 1e-9))))
+        speed = float(np.max(np.abs(record.step.qd)))
+        if math.isfinite(speed):  # NaN where the joint state was invalid
+            self.peak_speed = max(self.peak_speed, speed)
         if record.reference is not None and record.step.pose is not None:
             error = record.reference.pose - record.step.pose
             error[3:] = wrap_angle(error[3:])
@@ -162,7 +166,7 @@ class RowMetrics:
 
     def columns(self) -> dict:
         errors = np.array(self.errors) if self.errors else np.full((1, 6), np.nan)
-        final = errors[-self.window_steps:]
+        final, before = errors[-self.window_steps:], errors[-2 * self.window_steps:-self.window_steps]
         columns = {}
         for k, axis in enumerate(POSE_NAMES):
             columns[f"rms_{axis}"] = float(np.sqrt(np.mean(errors[:, k] ** 2)))
@@ -174,9 +178,22 @@ class RowMetrics:
             orientation_rms=float(np.sqrt(np.mean(orientation**2))), orientation_max=float(np.max(orientation)),
             final_position_max=float(np.max(np.linalg.norm(final[:, :3], axis=1))),
             final_orientation_max=float(np.max(np.linalg.norm(final[:, 3:], axis=1))),
-            peak_force=self.peak_force, saturated_time=self.saturated_steps * self.period,
+            final_spread=_spread(final), spread_before=_spread(before) if len(before) else math.nan,
+            peak_force=self.peak_force, peak_speed=self.peak_speed, saturated_time=sum(self.saturated) * self.period,
+            final_saturated_time=sum(self.saturated[-self.window_steps:]) * self.period,
         )
         return columns
+
+
+def _spread(errors: np.ndarray) -> float:
+    """RMS of the position error about its mean [m]: what an oscillation adds to a steady offset."""
+    return float(np.sqrt(np.mean(np.sum((errors[:, :3] - errors[:, :3].mean(axis=0)) ** 2, axis=1))))
+
+
+def growing(columns: dict, criterion) -> bool:
+    if criterion.max_growth is None or not max(columns["final_spread"], columns["spread_before"]) >= criterion.growth_floor:
+        return False
+    return columns["final_spread"] > criterion.max_growth * columns["spread_before"]
 
 
 def run_case(case: Case, bag: Optional[Path] = None) -> dict:
@@ -222,6 +239,8 @@ def _run(case: Case, bag: Optional[Path]) -> dict:
         not loop.failure and not faulted
         and columns["final_position_max"] <= criterion.max_position_error
         and columns["final_orientation_max"] <= criterion.max_orientation_error
+        and not growing(columns, criterion)
+        and columns["final_saturated_time"] == 0.0  # a loop held at the force limit is not stable
     )
     radius, verdict = linear_verdict(case, controller_params, plant_params) if case.linear_analysis else (math.nan, None)
     columns.update(linear_radius=radius, linear_stable=verdict)

@@ -75,11 +75,20 @@ Distribution = Union[Uniform, Normal, Choice]
 
 class StabilityCriterion(_Strict):
     """A run is stable when the plant never stopped, no fault latched and, over the last ``window``,
-    the pose error stayed within these bounds (an unstable loop grows out of them or diverges)."""
+    the pose error stayed within these bounds (an unstable loop grows out of them or diverges) and
+    no force was at its limit (the saturation bounds a linearly unstable loop in a limit cycle).
+
+    With ``max_growth`` (for runs at rest: a moving reference changes the error by itself), the
+    position error's spread about its mean over the last window must also stay below
+    ``max_growth`` x that over the window before, unless both are below ``growth_floor``: a mode
+    growing by 0.1 % a period takes seconds to leave the bounds, but grows 28 % over 0.25 s.
+    """
 
     window: Annotated[float, Field(gt=0.0)] = 0.25  # [s]
     max_position_error: Annotated[float, Field(gt=0.0)] = 0.005  # [m]
     max_orientation_error: Annotated[float, Field(gt=0.0)] = 0.05  # [rad]
+    max_growth: Optional[Annotated[float, Field(gt=1.0)]] = None
+    growth_floor: Annotated[float, Field(gt=0.0)] = 1e-6  # [m] spreads below this are round-off and noise
 
 
 class ReportSettings(_Strict):

@@ -66,8 +66,8 @@ def run_cases(cases: Sequence[Case], engine: Engine, label: str, emit=None) -> l
     return rows
 
 
-def write_rows(rows: Sequence[dict], folder: Path) -> tuple[Path, Path]:
-    """cases.parquet and cases.csv (columns: the union of the rows' keys, in first-seen order)."""
+def write_rows(rows: Sequence[dict], folder: Path, stem: str = "cases") -> tuple[Path, Path]:
+    """<stem>.parquet and <stem>.csv (columns: the union of the rows' keys, in first-seen order)."""
     import pyarrow as pa
     import pyarrow.csv
     import pyarrow.parquet
@@ -76,7 +76,7 @@ def write_rows(rows: Sequence[dict], folder: Path) -> tuple[Path, Path]:
     for row in rows:
         columns.update(dict.fromkeys(row))
     table = pa.Table.from_pylist([{key: row.get(key) for key in columns} for row in rows])
-    parquet, csv = folder / "cases.parquet", folder / "cases.csv"
+    parquet, csv = folder / f"{stem}.parquet", folder / f"{stem}.csv"
     pyarrow.parquet.write_table(table, parquet)
     pyarrow.csv.write_csv(table, csv)
     return parquet, csv
@@ -212,7 +212,9 @@ def write_report(rows: Sequence[dict], spec: SweepSpec, spec_path: Path, folder:
     document.paragraph(
         f"Stable (simulated): the plant never stopped, no fault latched, and over the last {spec.stability.window:g} s the "
         f"pose error stayed within {spec.stability.max_position_error * 1e3:g} mm and "
-        f"{spec.stability.max_orientation_error * 1e3:g} mrad. Stable (linear): every eigenvalue of the loop "
+        f"{spec.stability.max_orientation_error * 1e3:g} mrad"
+        + (f", its spread grew by less than {spec.stability.max_growth:g}x from the window before" if spec.stability.max_growth else "")
+        + ", and no force was at its limit. Stable (linear): every eigenvalue of the loop "
         "linearised at home at the case's delay and compensation (`hexapod_margins`) inside the unit circle.")
     document.add(distribution_table(rows, labels))
     document.heading(2, "Stability maps")
