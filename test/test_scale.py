@@ -138,7 +138,7 @@ def test_a_sweep_on_local_ray_matches_the_cases_run_here_records_failures_and_ag
     output.mkdir()
     lines = []
     with Engine(workers=2) as engine:
-        report, rows = sweep(spec, output, engine, emit=lines.append)
+        report, _ = sweep(spec, output, engine, emit=lines.append)
     assert report.exists() and (output / "report.html").exists()
     assert any("4/4 done, 2 failed" in line for line in lines)
     table = pyarrow_parquet.read_table(output / "cases.parquet").to_pylist()

@@ -23,7 +23,6 @@ import math
 import time
 import traceback
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -126,7 +125,7 @@ def trajectory_of(name: str, model: HexapodModel):
     return HoldTrajectory(home_pose(model)) if name == "hold" else make_trajectory(name, model)
 
 
-def linear_verdict(case: Case, controller: HexapodParameters, plant: HexapodParameters) -> tuple[float, Optional[bool]]:
+def linear_verdict(case: Case, controller: HexapodParameters, plant: HexapodParameters) -> tuple[float, bool | None]:
     """Spectral radius of the loop linearised at home, and whether it is below 1 (NaN, None when the
     linear analysis does not describe the case: the compensation assumes another delay than the plant's)."""
     delay, compensated = case.values["loop_delay"], case.values["delay_compensation"]
@@ -196,7 +195,7 @@ def growing(columns: dict, criterion) -> bool:
     return columns["final_spread"] > criterion.max_growth * columns["spread_before"]
 
 
-def run_case(case: Case, bag: Optional[Path] = None) -> dict:
+def run_case(case: Case, bag: Path | None = None) -> dict:
     """The case's row (module doc); never raises: an error becomes the row's ``error``."""
     started = time.monotonic()
     row = case.inputs()
@@ -211,7 +210,7 @@ def run_case(case: Case, bag: Optional[Path] = None) -> dict:
     return row
 
 
-def _run(case: Case, bag: Optional[Path]) -> dict:
+def _run(case: Case, bag: Path | None) -> dict:
     controller_params, plant_params = controller_parameters(case), plant_parameters(case)
     model = cached_model(controller_params)
     plant = with_loop_delay(make_plant(case.plant, plant_params), plant_params.simulation)

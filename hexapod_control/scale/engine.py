@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 LOOPBACK = "127.0.0.1"
 # Progress lines at most this often [s] (and at the last result): a line per case floods a terminal.
@@ -40,7 +40,7 @@ def quiet_environment() -> None:
 class Engine:
     """Ray for the duration of a ``with`` block (see the module doc)."""
 
-    def __init__(self, address: Optional[str] = None, workers: Optional[int] = None):
+    def __init__(self, address: str | None = None, workers: int | None = None):
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.address, self.workers = address, workers
@@ -52,7 +52,8 @@ class Engine:
         if self.address:
             ray.init(address=self.address, logging_level="ERROR", log_to_driver=False)
         else:
-            ray.init(num_cpus=self.workers or os.cpu_count(), include_dashboard=False,
+            # "local": a Ray of its own even where `ray start` left one running (None would join it).
+            ray.init(address="local", num_cpus=self.workers or os.cpu_count(), include_dashboard=False,
                      _node_ip_address=LOOPBACK, logging_level="ERROR", log_to_driver=False)
         self.ray = ray
         return self
@@ -83,7 +84,7 @@ class Engine:
 class Progress:
     """Items done, rate and time left, on stderr (at most every PROGRESS_PERIOD_S)."""
 
-    def __init__(self, label: str, total: int, emit: Callable[[str], None] = None):
+    def __init__(self, label: str, total: int, emit: Callable[[str], None] | None = None):
         self.label, self.total = label, total
         self.emit = emit or (lambda line: print(line, file=sys.stderr, flush=True))
         self.start = time.monotonic()

@@ -17,7 +17,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from hexapod_control.bags.topics import parse_topic_overrides
 from hexapod_control.errors import HexapodError
@@ -37,7 +36,7 @@ class BagResult:
 
     bag: str
     label: str
-    report: Optional[str] = None
+    report: str | None = None
     summary: str = ""
     tables: dict = field(default_factory=dict)  # "tracking", "actuators" -> Table of this bag
     failures: list = field(default_factory=list)  # (bag, reason)
@@ -94,7 +93,7 @@ def _stderr(line: str) -> None:
     print(f"{PROG}: {line}", file=sys.stderr, flush=True)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     labels = args.label or [cli.bag_root(Path(bag)).name for bag in args.bags]
     if len(labels) != len(args.bags) or len(set(map(slug, labels))) != len(labels):
@@ -110,7 +109,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                    "topics": parse_topic_overrides(args.topic), "joint_names": args.joint_names, "overrides": overrides,
                    "model_check": not args.no_model_check, "make_plots": not args.no_plots, "partial": args.partial}
         started = time.monotonic()
-        results: list[Optional[BagResult]] = [None] * len(args.bags)
+        results: list[BagResult | None] = [None] * len(args.bags)
         with Engine(args.address, args.workers) as engine:
             progress = Progress("bags", len(args.bags), _stderr)
             for index, result in engine.map(evaluate_one, list(zip(args.bags, labels)), options):

@@ -13,7 +13,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Union
 
 import numpy as np
 import yaml
@@ -50,8 +50,8 @@ class _Strict(BaseModel):
 class ControllerEntry(_Strict):
     name: Literal[CONTROLLER_NAMES]  # type: ignore[valid-type]
     gain_set: Literal[GAIN_SETS] = "simulated_plant"  # type: ignore[valid-type]
-    parameters: Optional[str] = Field(None, description="the controller's parameters file (a gains overlay); default: the sweep's")
-    label: Optional[str] = None
+    parameters: str | None = Field(None, description="the controller's parameters file (a gains overlay); default: the sweep's")
+    label: str | None = None
 
     @property
     def shown(self) -> str:
@@ -67,7 +67,7 @@ class Normal(_Strict):
 
 
 class Choice(_Strict):
-    choice: list[Union[bool, int, float]] = Field(min_length=1)
+    choice: list[bool | int | float] = Field(min_length=1)
 
 
 Distribution = Union[Uniform, Normal, Choice]
@@ -87,20 +87,20 @@ class StabilityCriterion(_Strict):
     window: Annotated[float, Field(gt=0.0)] = 0.25  # [s]
     max_position_error: Annotated[float, Field(gt=0.0)] = 0.005  # [m]
     max_orientation_error: Annotated[float, Field(gt=0.0)] = 0.05  # [rad]
-    max_growth: Optional[Annotated[float, Field(gt=1.0)]] = None
+    max_growth: Annotated[float, Field(gt=1.0)] | None = None
     growth_floor: Annotated[float, Field(gt=0.0)] = 1e-6  # [m] spreads below this are round-off and noise
 
 
 class ReportSettings(_Strict):
-    map: Optional[tuple[str, str]] = Field(None, description="two swept quantities of the stability map")
-    panels: Optional[str] = Field(None, description="a swept quantity: one map per controller and value of it")
+    map: tuple[str, str] | None = Field(None, description="two swept quantities of the stability map")
+    panels: str | None = Field(None, description="a swept quantity: one map per controller and value of it")
     worst: Annotated[int, Field(ge=0)] = 3  # cases saved as bags, worst tracking first
 
 
 class SweepSpec(_Strict):
     name: str = "sweep"
-    parameters: Optional[str] = None  # the controllers' parameters (default: the shipped file)
-    plant_parameters: Optional[str] = None  # the plant's base file (default: the controllers')
+    parameters: str | None = None  # the controllers' parameters (default: the shipped file)
+    plant_parameters: str | None = None  # the plant's base file (default: the controllers')
     plant: Literal[BACKENDS] = "embedded"  # type: ignore[valid-type]
     trajectory: Literal[TRAJECTORIES] = "joint_space"  # type: ignore[valid-type]
     duration: Annotated[float, Field(gt=0.0)] = 2.0  # [s] simulated per case
@@ -110,7 +110,7 @@ class SweepSpec(_Strict):
     seed: Annotated[int, Field(ge=0)] = 0
     linear_analysis: bool = True  # each row also gets the verdict of the linearised loop (margins.py)
     controllers: list[ControllerEntry] = Field(min_length=1)
-    grid: dict[str, list[Union[bool, int, float]]] = Field(default_factory=dict)
+    grid: dict[str, list[bool | int | float]] = Field(default_factory=dict)
     random: dict[str, Distribution] = Field(default_factory=dict)
     samples: Annotated[int, Field(ge=1)] = 1
     stability: StabilityCriterion = StabilityCriterion()
@@ -189,7 +189,7 @@ def spec_errors(error: ValidationError) -> str:
     return "; ".join(items)
 
 
-def _resolve(name: Optional[str], folder: Path, default: str) -> str:
+def _resolve(name: str | None, folder: Path, default: str) -> str:
     if name is None:
         return default
     path = Path(name)
@@ -218,7 +218,7 @@ def typed(key: str, value):
     if kind is int:
         if float(value) != round(float(value)):
             raise ParameterError(f"{key}: expected a whole number, got {value!r}")
-        return int(round(float(value)))
+        return round(float(value))
     return float(value)
 
 

@@ -20,7 +20,6 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -37,7 +36,7 @@ WORST_FOLDER = "worst"
 PERCENTILES = (50, 90, 100)
 
 
-def build_parser(parser: Optional[argparse.ArgumentParser] = None) -> argparse.ArgumentParser:
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("spec", type=Path, help="sweep spec (YAML, `sweep:` at the top)")
     parser.add_argument("-o", "--output", type=Path, help="output folder (default: sweeps/<name>_<time>)")
@@ -56,7 +55,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_cases(cases: Sequence[Case], engine: Engine, label: str, emit=None) -> list[dict]:
     """Every case's row, in case order; a task Ray lost becomes a row with its error."""
-    rows: list[Optional[dict]] = [None] * len(cases)
+    rows: list[dict | None] = [None] * len(cases)
     progress = Progress(label, len(cases), emit)
     for index, result in engine.map(run_case, cases):
         if isinstance(result, Failure):
@@ -117,7 +116,7 @@ def disagreement_table(rows: Sequence[dict], keys: Sequence[str]) -> Table:
     return Table("Cases where the simulated verdict and the linear analysis at home (`hexapod_margins`) disagree.", header, body)
 
 
-def _verdict(stable: Optional[bool]) -> str:
+def _verdict(stable: bool | None) -> str:
     return "-" if stable is None else ("stable" if stable else "unstable")
 
 
@@ -131,7 +130,7 @@ def _or_inf(value) -> float:
     return math.inf if value is None or not math.isfinite(value) else value
 
 
-def stability_maps(rows: Sequence[dict], spec: SweepSpec, labels: Sequence[str], stem: Path) -> Optional[Path]:
+def stability_maps(rows: Sequence[dict], spec: SweepSpec, labels: Sequence[str], stem: Path) -> Path | None:
     """One panel per controller (and per value of report.panels): the fraction of stable cases per
     cell of the two mapped quantities, and the linear verdict's fraction in each cell's text."""
     keys = spec.report.map or tuple(swept(spec)[:2])
@@ -178,7 +177,7 @@ def stability_maps(rows: Sequence[dict], spec: SweepSpec, labels: Sequence[str],
     return path
 
 
-def error_figure(rows: Sequence[dict], labels: Sequence[str], stem: Path) -> Optional[Path]:
+def error_figure(rows: Sequence[dict], labels: Sequence[str], stem: Path) -> Path | None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -251,7 +250,7 @@ def _stderr(line: str) -> None:
     print(f"{PROG}: {line}", file=sys.stderr, flush=True)
 
 
-def sweep(spec_path: Path, output: Path, engine: Engine, limit: Optional[int] = None, emit=_stderr) -> tuple[Path, list[dict]]:
+def sweep(spec_path: Path, output: Path, engine: Engine, limit: int | None = None, emit=_stderr) -> tuple[Path, list[dict]]:
     """Run the spec's cases on ``engine``, write the rows, the worst bags and the report; (report, rows)."""
     spec, folder = load_spec(spec_path)
     cases = expand(spec, folder)[:limit]
@@ -271,7 +270,7 @@ def sweep(spec_path: Path, output: Path, engine: Engine, limit: Optional[int] = 
     return write_report(rows, spec, spec_path, output, worst, wall, engine.cpus), rows
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.limit is not None and args.limit < 1:
         _stderr(f"error: --limit must be >= 1, got {args.limit}")

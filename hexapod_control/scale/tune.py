@@ -33,13 +33,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import yaml
@@ -101,10 +99,10 @@ def gains_section(controller: str, point: dict, parameters: HexapodParameters) -
             "velocity_gain": [point[f"{g}_kv_scale"] * k for g, k in zip(groups, shipped.velocity_gain)]}
 
 
-def overlay_document(base_file: str, controller: str, section: dict, delay: int, folder: Path) -> dict:
-    """An overlay of ``base_file`` (named relative to ``folder``) with the gains and the compensated delay."""
+def overlay_document(base_file: str, controller: str, section: dict, delay: int) -> dict:
+    """An overlay of ``base_file`` (by its absolute path) with the gains and the compensated delay."""
     return {
-        EXTENDS_KEY: os.path.relpath(Path(base_file).resolve(), folder.resolve()),
+        EXTENDS_KEY: str(Path(base_file).resolve()),
         ROOT_KEY: {"controllers": {controller: section,
                                    "delay_compensation": {"predictor": "model", "delay_periods": delay}}},
     }
@@ -154,11 +152,15 @@ def valid_rates(lowest: float, rate: float) -> dict:
 # ------------------------------------------------------------------------------------------ one trial
 def evaluate_gains(point: dict, setting: dict) -> dict:
     """A trial (module doc): the objective, whether the gains are feasible, and why not."""
+    with tempfile.TemporaryDirectory(prefix="hexapod_tune_") as folder:
+        return _evaluate_gains(point, setting, Path(folder))
+
+
+def _evaluate_gains(point: dict, setting: dict, folder: Path) -> dict:
     controller, delay = setting["controller"], setting["delay"]
     base = load_parameters(setting["params"])
     section = gains_section(controller, point, base)
-    folder = Path(tempfile.mkdtemp(prefix="hexapod_tune_"))
-    probe = write_overlay(folder / "gains.yaml", overlay_document(setting["params"], controller, section, delay, folder))
+    probe = write_overlay(folder / "gains.yaml", overlay_document(setting["params"], controller, section, delay))
     result = {"objective": INFEASIBLE, "feasible": False, "reason": "", "lowest_stable_rate": math.nan,
               "position_rms": math.nan, "orientation_rms": math.nan}
     cases = [replace(case, parameters_file=str(probe)) for case in setting["cases"]]
@@ -172,7 +174,7 @@ def evaluate_gains(point: dict, setting: dict) -> dict:
             result["reason"] = f"linear margin: stable from {lowest:.0f} Hz only"
             return result
         section["valid_rates"] = valid_rates(lowest, rate)
-        write_overlay(probe, overlay_document(setting["params"], controller, section, delay, folder))
+        write_overlay(probe, overlay_document(setting["params"], controller, section, delay))
         rows = [run_case(case) for case in cases]
     except HexapodError as error:
         result["reason"] = " ".join(str(error).split())
@@ -202,13 +204,14 @@ def trainable(config: dict) -> dict:
 
 # ------------------------------------------------------------------------------------------ sweeps
 def tuning_spec(controller: str, delay: int, plant: HexapodParameters, seed: int) -> SweepSpec:
-    """The plant's uncertainty the objective averages over: payload x reflected inertia about the plant's."""
+    """The plant's uncertainty the objective averages over: payload x reflected inertia about the plant's,
+    each case with jitter and sensor noise (gains that only work on an exact period do not pass)."""
     inertia = plant.actuators.reflected_inertia[0]
     return SweepSpec.model_validate({
         "name": "tuning", "trajectory": "joint_space", "duration": 1.5, "seed": seed, "linear_analysis": False,
         "controllers": [{"name": controller, "gain_set": GAIN_SET}],
-        "grid": {"loop_delay": [delay], "delay_compensation": [True], "payload_mass": [0.0, 1.0],
-                 "reflected_inertia": [0.8 * inertia, 1.2 * inertia]},
+        "grid": {"loop_delay": [delay], "delay_compensation": [True], "payload_mass": [0.0, 2.0],
+                 "reflected_inertia": [0.8 * inertia, 1.2 * inertia], "jitter": [0.5], "sensor_noise": [1e-6]},
     })
 
 
@@ -236,7 +239,7 @@ def _summary(rows: Sequence[dict], label: str) -> list:
 
 
 # ------------------------------------------------------------------------------------------ main
-def build_parser(parser: Optional[argparse.ArgumentParser] = None) -> argparse.ArgumentParser:
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--params", type=Path, required=True,
                         help="the controller's parameters: the robot's file with its identification overlay")
@@ -257,9 +260,8 @@ def _stderr(line: str) -> None:
 
 def tune(args: argparse.Namespace, output: Path, engine: Engine, emit=_stderr) -> tuple[Path, dict]:
     """Search, write gains.yaml, run the held-out sweep for both sets, write the report; (report, best)."""
-    from ray import tune as ray_tune
-
     import optuna
+    from ray import tune as ray_tune
     from ray.tune.search.optuna import OptunaSearch
 
     params = str(args.params.resolve())
@@ -290,7 +292,7 @@ def tune(args: argparse.Namespace, output: Path, engine: Engine, emit=_stderr) -
     section = gains_section(args.controller, point, base)
     lowest = lowest_stable_rate(base, linear_plant_models(cases), args.controller, args.delay)
     section["valid_rates"] = valid_rates(best["lowest_stable_rate"], base.controllers.rate)
-    gains_file = write_overlay(output / "gains.yaml", overlay_document(params, args.controller, section, args.delay, output),
+    gains_file = write_overlay(output / "gains.yaml", overlay_document(params, args.controller, section, args.delay),
                                f"# {PROG}: {args.controller} gains for {plant_file} at {args.delay} period(s) of loop delay\n"
                                f"# (the best of {len(trials)} trials; report.md compares them with the shipped gains)\n")
     load_parameters(gains_file)  # the overlay must load as written
@@ -298,7 +300,7 @@ def tune(args: argparse.Namespace, output: Path, engine: Engine, emit=_stderr) -
     held_out = [replace(c, plant_parameters_file=plant_file)
                 for c in expand(held_out_spec(args.controller, args.delay, plant, args.seed), output)]
     shipped_overlay = write_overlay(output / "shipped_compensated.yaml", overlay_document(
-        params, args.controller, {}, args.delay, output), "# the shipped gains with the same compensated delay\n")
+        params, args.controller, {}, args.delay), "# the shipped gains with the same compensated delay\n")
     labelled = ([replace(c, parameters_file=str(gains_file), label="tuned") for c in held_out]
                 + [replace(c, parameters_file=str(shipped_overlay), label="shipped", index=c.index + len(held_out))
                    for c in held_out])
@@ -314,8 +316,8 @@ def write_report(output: Path, args, trials, best, shipped_lowest, section, rows
                        f"({sum(1 for t in trials if t['feasible'])} feasible), the first the shipped gains. Tuned gains: "
                        "`gains.yaml` (an overlay of the parameters). Trials: `tuning.parquet`; held-out rows: `held_out.parquet`.")
     shipped = next((t for t in trials if all(math.isclose(t[k], v) for k, v in shipped_point(args.controller, load_parameters(args.params)).items())), None)
-    document.add(Table("The tuning sweep (payload 0, 1 kg x reflected inertia 0.8, 1.2 x the plant's, 1.5 s of the joint-space "
-                       "trajectory): objective = mean of position RMS + 0.25 m/rad x orientation RMS.",
+    document.add(Table("The tuning sweep (payload 0, 2 kg x reflected inertia 0.8, 1.2 x the plant's, jitter 0.5 period, "
+                       "sensor noise 1 um, 1.5 s of the joint-space trajectory): objective = mean of position RMS + 0.25 m/rad x orientation RMS.",
                        ["gains", "objective [m]", "feasible", "why not", "lowest stable rate [Hz]"],
                        [[label, t["objective"], str(t["feasible"]), t["reason"] or "-", t["lowest_stable_rate"]]
                         for label, t in (("shipped", shipped), ("tuned", best)) if t is not None]))
@@ -331,7 +333,7 @@ def write_report(output: Path, args, trials, best, shipped_lowest, section, rows
     return markdown
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.trials < 1 or args.delay < 0:
         _stderr("error: --trials must be >= 1 and --delay >= 0")
@@ -340,7 +342,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         prepare_output(output, args.force, PROG, TUNE_FILES)
         with Engine(args.address, args.workers) as engine:
-            report, best = tune(args, output, engine)
+            report, _ = tune(args, output, engine)
     except (HexapodError, OSError, ValueError) as error:
         _stderr("error: " + " ".join(str(error).split()))
         return 1
