@@ -154,3 +154,17 @@ def test_a_sweep_on_local_ray_matches_the_cases_run_here_records_failures_and_ag
         assert row["stable"] == (row["loop_delay"] <= largest) == row["linear_stable"]
     worst = output / "worst" / f"case_{table[1]['case']}"
     assert read_custom_data(worst)["hexapod.gain_set"] == "robot"
+
+
+def test_a_map_axis_gives_each_value_its_cell_or_the_range_that_holds_it():
+    from hexapod_control.scale.sweep import MAP_CELLS, map_axis
+
+    labels, cell = map_axis([0, 1, 2, 3, 1])
+    assert labels == ["0", "1", "2", "3"] and [cell(v) for v in (0, 1, 2, 3)] == [0, 1, 2, 3]
+    values = np.random.default_rng(3).uniform(0.0, 2.0, 50)
+    labels, cell = map_axis(values)
+    assert len(labels) == MAP_CELLS
+    width = (values.max() - values.min()) / MAP_CELLS
+    for value in values:
+        centre = float(labels[cell(value)])
+        assert abs(value - centre) <= 0.5 * width * (1 + 1e-9) + 5e-3 * abs(centre)  # labels carry 3 digits

@@ -17,9 +17,10 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +35,7 @@ PROG = "hexapod_sweep"
 SWEEP_FILES = ("cases.parquet", "cases.csv", "report.md", "report.html", "figure_*.png", "figure_*.svg")
 WORST_FOLDER = "worst"
 PERCENTILES = (50, 90, 100)
+MAP_CELLS = 6  # a map axis with more distinct values (drawn at random) is cut into this many ranges
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -130,6 +132,17 @@ def _or_inf(value) -> float:
     return math.inf if value is None or not math.isfinite(value) else value
 
 
+def map_axis(values: Sequence) -> tuple[list[str], Callable[[Any], int]]:
+    """Tick labels of a map axis and the cell of a value: each value its own cell, or MAP_CELLS
+    equal ranges (labelled by their centres) for a quantity drawn at random."""
+    distinct = sorted(set(values))
+    if len(distinct) <= MAP_CELLS:
+        return [f"{v:g}" for v in distinct], distinct.index
+    edges = np.linspace(distinct[0], distinct[-1], MAP_CELLS + 1)
+    centres = 0.5 * (edges[:-1] + edges[1:])
+    return [f"{c:.3g}" for c in centres], lambda v: min(int(np.searchsorted(edges, v, side="right")) - 1, MAP_CELLS - 1)
+
+
 def stability_maps(rows: Sequence[dict], spec: SweepSpec, labels: Sequence[str], stem: Path) -> Path | None:
     """One panel per controller (and per value of report.panels): the fraction of stable cases per
     cell of the two mapped quantities, and the linear verdict's fraction in each cell's text."""
@@ -145,17 +158,17 @@ def stability_maps(rows: Sequence[dict], spec: SweepSpec, labels: Sequence[str],
 
     panel_key = spec.report.panels
     panel_values = sorted({r[panel_key] for r in rows}) if panel_key else [None]
-    x_values, y_values = (sorted({r[k] for r in rows}) for k in keys)
+    (x_values, x_cell), (y_values, y_cell) = (map_axis([r[k] for r in rows]) for k in keys)
     figure, axes = plt.subplots(len(panel_values), len(labels), squeeze=False,
                                 figsize=(3.2 * len(labels) + 1, 2.6 * len(panel_values) + 0.6))
     for i, panel in enumerate(panel_values):
         for j, label in enumerate(labels):
             ax = axes[i][j]
             grid = np.full((len(y_values), len(x_values)), np.nan)
-            for yi, y in enumerate(y_values):
-                for xi, x in enumerate(x_values):
-                    cell = [r for r in rows if r["controller"] == label and r[keys[0]] == x and r[keys[1]] == y
-                            and (panel_key is None or r[panel_key] == panel) and not r["error"]]
+            for yi in range(len(y_values)):
+                for xi in range(len(x_values)):
+                    cell = [r for r in rows if r["controller"] == label and x_cell(r[keys[0]]) == xi
+                            and y_cell(r[keys[1]]) == yi and (panel_key is None or r[panel_key] == panel) and not r["error"]]
                     if not cell:
                         continue
                     grid[yi, xi] = np.mean([r["stable"] for r in cell])
@@ -165,8 +178,8 @@ def stability_maps(rows: Sequence[dict], spec: SweepSpec, labels: Sequence[str],
                         text += f"\nlin {sum(linear)}/{len(linear)}"
                     ax.text(xi, yi, text, ha="center", va="center", fontsize=7)
             ax.imshow(grid, origin="lower", cmap="RdYlGn", vmin=0.0, vmax=1.0, aspect="auto")
-            ax.set_xticks(range(len(x_values)), [f"{v:g}" for v in x_values], fontsize=7)
-            ax.set_yticks(range(len(y_values)), [f"{v:g}" for v in y_values], fontsize=7)
+            ax.set_xticks(range(len(x_values)), x_values, fontsize=7)
+            ax.set_yticks(range(len(y_values)), y_values, fontsize=7)
             ax.set_xlabel(keys[0], fontsize=8)
             ax.set_ylabel(keys[1], fontsize=8)
             title = label if panel_key is None else f"{label}\n{panel_key} = {panel}"

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -261,6 +262,8 @@ def _stderr(line: str) -> None:
 def tune(args: argparse.Namespace, output: Path, engine: Engine, emit=_stderr) -> tuple[Path, dict]:
     """Search, write gains.yaml, run the held-out sweep for both sets, write the report; (report, best)."""
     import optuna
+    # Trial results go to the output's tables; Tune's own CSV, JSON and TensorBoard loggers stay off.
+    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
     from ray import tune as ray_tune
     from ray.tune.search.optuna import OptunaSearch
 
