@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hexapod_control.control.controllers import CONTROLLER_NAMES
 from hexapod_control.errors import ParameterError
-from hexapod_control.model.parameters import GAIN_SETS, default_parameters_path
+from hexapod_control.model.parameters import GAIN_SETS, default_parameters_path, read_yaml
 from hexapod_control.simulation import BACKENDS
 
 SPEC_KEY = "sweep"
@@ -167,12 +166,7 @@ def _column(value):
 def load_spec(path: str | Path) -> tuple[SweepSpec, Path]:
     """The validated spec and its folder; ParameterError naming the file and the key path."""
     path = Path(path)
-    try:
-        document = yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise ParameterError(f"cannot read sweep spec {path}: {error}") from error
-    except yaml.YAMLError as error:
-        raise ParameterError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from error
+    document = read_yaml(path, "sweep spec")
     if not isinstance(document, dict) or SPEC_KEY not in document or len(document) != 1:
         raise ParameterError(f"{path}: expected one mapping '{SPEC_KEY}:' at the top")
     try:
