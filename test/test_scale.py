@@ -168,3 +168,33 @@ def test_a_map_axis_gives_each_value_its_cell_or_the_range_that_holds_it():
     for value in values:
         centre = float(labels[cell(value)])
         assert abs(value - centre) <= 0.5 * width * (1 + 1e-9) + 5e-3 * abs(centre)  # labels carry 3 digits
+
+
+def test_bags_evaluated_one_per_task_give_one_report_with_every_bag_and_the_failures(tmp_path):
+    from hexapod_control.evaluation.cli import SettingsOverrides
+    from hexapod_control.scale.evaluate import comparison_report, evaluate_one
+
+    cases = cases_of(tmp_path, controllers=[{"name": "computed_torque", "gain_set": "robot"}], trajectory="joint_space",
+                     duration=0.3, grid={"payload_mass": [0.0, 2.0]})
+    bags = []
+    for case in cases:
+        bags.append(tmp_path / f"case_{case.index}")
+        run_case(case, bags[-1])
+    output = tmp_path / "comparison"
+    options = {"params": None, "output": str(output), "topics": None, "joint_names": None, "overrides": SettingsOverrides(),
+               "model_check": False, "make_plots": False, "partial": False}
+    results = [evaluate_one((str(bag), bag.name), options) for bag in [*bags, tmp_path / "missing"]]
+    assert [bool(r.failures) for r in results] == [False, False, True]
+    report = comparison_report(results, output, wall=1.0, cpus=1)
+    text = report.read_text()
+    assert "not evaluated" in text and "missing" in text
+    tracking_rows = (output / "table_1_tracking.csv").read_text().splitlines()[1:]
+    assert sorted({row.split(",")[0] for row in tracking_rows}) == sorted(bag.name for bag in bags)
+    assert len(tracking_rows) == 2 * 8  # per run: six axes and the two norms
+    for result, bag in zip(results[:2], bags):
+        assert (output / bag.name / "report.md").exists()
+        _, pairs, _ = evaluate_bags([str(bag)], None, tmp_path / f"alone_{bag.name}", [bag.name], model_check=False,
+                                    make_plots=False)
+        alone = pairs[0][1].position_whole.rms_norm * 1e3
+        rows = [row for row in result.tables["tracking"].rows if row[0] == bag.name and row[1] == "|e_p|"]
+        assert rows[0][3] == pytest.approx(alone, rel=1e-12)
