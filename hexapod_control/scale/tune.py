@@ -14,10 +14,10 @@ torque: scales of K_P and K_V for the position and the orientation axes), then:
 
 1. constraints of the linearised loop (control/margins.py, each plant of the tuning sweep without
    its Coulomb friction, whose slope at rest damps a resting slider only, as the shipped
-   ``valid_rates`` were found): stable at the control rate and at the rate divided by
-   :data:`RATE_MARGIN`; the gains' ``valid_rates.min`` is then RATE_MARGIN x the lowest stable rate,
-   rounded up to :data:`RATE_ROUNDING` (the shipped files' rule), which must admit the control rate
-   and keep the supervisor's HOLD damper stable (the controller refuses it otherwise);
+   ``valid_rates`` were found): the gains' ``valid_rates.min`` is RATE_MARGIN x the lowest rate at
+   which that loop is stable, rounded up to :data:`RATE_ROUNDING` (the shipped files' rule); it must
+   lie below the control rate (the supervisor arms only at a measured rate within the range) and
+   keep the supervisor's HOLD damper stable (the controller refuses it otherwise);
 2. the tuning sweep in closed loop (payload x reflected inertia around the plant's, at the delay):
    every case stable, no force at the limit, no slider faster than ``limits.actuator_speed_max``;
 3. objective: the mean over the cases of position RMS + :data:`LENGTH_SCALE` x orientation RMS.
@@ -170,11 +170,13 @@ def _evaluate_gains(point: dict, setting: dict, folder: Path) -> dict:
         rate = candidate.controllers.rate
         lowest = lowest_stable_rate(candidate, linear_plant_models(cases), controller, delay)
         result["lowest_stable_rate"] = lowest
-        if not RATE_MARGIN * lowest <= rate:
+        section["valid_rates"] = valid_rates(lowest, rate)
+        # The supervisor arms only at a measured rate within valid_rates: a min at the control rate
+        # itself would refuse a driver a hair slow.
+        if not section["valid_rates"]["min"] < rate:
             result["objective"] = INFEASIBLE + min(RATE_MARGIN * lowest / rate, 10.0)
             result["reason"] = f"linear margin: stable from {lowest:.0f} Hz only"
             return result
-        section["valid_rates"] = valid_rates(lowest, rate)
         write_overlay(probe, overlay_document(setting["params"], controller, section, delay))
         rows = [run_case(case) for case in cases]
     except HexapodError as error:
