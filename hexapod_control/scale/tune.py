@@ -234,6 +234,8 @@ def held_out_spec(controller: str, delay: int, plant: HexapodParameters, seed: i
 
 def _summary(rows: Sequence[dict], label: str) -> list:
     ran = [r for r in rows if not r["error"]]
+    if not ran:
+        return [label, len(rows), 0, *[None] * 7]
     position = np.array([r["position_rms"] for r in ran]) * 1e3
     orientation = np.array([r["orientation_rms"] for r in ran]) * 1e3
     return [label, len(rows), sum(1 for r in ran if r["stable"]), float(np.mean(position)), float(np.percentile(position, 90)),
