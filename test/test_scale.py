@@ -198,3 +198,29 @@ def test_bags_evaluated_one_per_task_give_one_report_with_every_bag_and_the_fail
         alone = pairs[0][1].position_whole.rms_norm * 1e3
         rows = [row for row in result.tables["tracking"].rows if row[0] == bag.name and row[1] == "|e_p|"]
         assert rows[0][3] == pytest.approx(alone, rel=1e-12)
+
+
+def test_tuning_the_lowest_stable_rate_is_where_the_linearised_loop_turns_stable_and_the_overlay_loads(tmp_path):
+    from hexapod_control.scale import tune
+
+    actuators = str(default_parameters_path("hexapod_actuators.yaml"))
+    base = load_parameters(actuators)
+    point = {"kinematic_scale": 1.5, "velocity_proportional_gain": 4000.0, "integral_ratio": 3.0}
+    section = tune.gains_section("double_loop", point, base)
+    overlay = tmp_path / "gains.yaml"
+    tune.write_overlay(overlay, tune.overlay_document(actuators, "double_loop", section, 2))
+    candidate = load_parameters(overlay)
+    assert candidate.controllers.double_loop.velocity_integral_gain[0] == pytest.approx(12000.0)
+    assert candidate.controllers.double_loop.kinematic_gain[0] == pytest.approx(1.5 * base.controllers.double_loop.kinematic_gain[0])
+    assert candidate.controllers.delay_compensation.delay_periods == 2
+    without_coulomb = base.replace(actuators={"coulomb_friction": 0.0, "static_friction": 0.0})  # as tune's plants
+    lowest = tune.lowest_stable_rate(candidate, [without_coulomb], "double_loop", 2)
+    assert tune.LOWEST_RATE_SEARCHED < lowest < candidate.controllers.rate
+    bare = candidate.replace(controllers={"delay_compensation": {"predictor": "none"}})
+    law = margins.linearised_law(HexapodModel(bare), "double_loop", "robot")
+    plant, model = margins.linearised_plant(HexapodModel(without_coulomb)), margins.linearised_plant(HexapodModel(candidate))
+
+    def radius(rate):
+        return margins.spectral_radius(margins.closed_loop(law, plant, model, 1.0 / rate, 2, True)[0])
+
+    assert radius(1.01 * lowest) < 1.0 < radius(0.99 * lowest)
