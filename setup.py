@@ -81,6 +81,9 @@ CONSOLE_SCRIPTS = [
     "hexapod_inverse_dynamics = hexapod_control.ros.inverse_dynamics_node:main",
     "hexapod_replay = hexapod_control.evaluation.replay:main",
     "hexapod_margins = hexapod_control.control.margins:main",
+    "hexapod_sweep = hexapod_control.scale.sweep:main",
+    "hexapod_tune = hexapod_control.scale.tune:main",
+    "hexapod_evaluate_many = hexapod_control.scale.evaluate:main",
 ]
 
 setup(

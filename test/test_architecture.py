@@ -148,3 +148,45 @@ def test_the_public_api_covers_what_a_notebook_needs():
     needed = {"HexapodModel", "KinematicState", "load_parameters", "HexapodParameters", "make_controller",
               "make_trajectory", "make_plant", "SafetySupervisor", "ControlLoop", "LockstepLoop", "HexapodError"}
     assert needed <= set(hexapod_control.__all__)
+
+
+ENGINE_PACKAGE = "hexapod_control.scale"  # sweeps, tuning and bag archives: the only users of Ray
+ENGINE_LIBRARIES = ("ray", "optuna", "pyarrow")
+
+
+def test_ray_optuna_and_pyarrow_are_imported_only_inside_the_scale_commands():
+    """Every module, the scale package's too, imports without them: they are imported where a command needs them."""
+    script = f"""
+import importlib, importlib.abc, sys
+BLOCKED = {ENGINE_LIBRARIES!r}
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(name + " imported at module level")
+sys.meta_path.insert(0, Blocker())
+for module in {ros_free_modules()!r}:
+    importlib.import_module(module)
+print(sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[-1] == "[]"
+
+
+def test_only_the_scale_package_names_ray_and_nothing_else_depends_on_it():
+    graph = import_graph()
+    users = {name for name, targets in graph.items() if any(t.startswith(ENGINE_PACKAGE) for t in targets)}
+    assert users <= {name for name in graph if name.startswith(ENGINE_PACKAGE)}, sorted(users)
+    naming = set()
+    for name, path in package_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                targets = [node.module or ""]
+            else:
+                continue
+            if any(target.split(".")[0] in ENGINE_LIBRARIES for target in targets):
+                naming.add(name)
+    assert naming and all(name.startswith(ENGINE_PACKAGE + ".") for name in naming), sorted(naming)

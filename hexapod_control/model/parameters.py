@@ -839,18 +839,23 @@ def parameters_from_mapping(
     return parameters
 
 
+def read_yaml(path: Path, kind: str = "parameters file") -> Any:
+    """The YAML document of a file; ParameterError naming the file when it cannot be read or parsed."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise ParameterError(f"cannot read {kind} {path}: {error}") from error
+    except yaml.YAMLError as error:
+        raise ParameterError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from error
+
+
 def _read_document(path: Path, chain: tuple[Path, ...]) -> tuple[Any, dict[tuple[str, ...], str]]:
     """The file's document with its ``extends`` chain merged under it, and which file set each key."""
     resolved = path.resolve()
     if resolved in chain:
         cycle = " -> ".join(str(p) for p in (*chain, resolved))
         raise ParameterError(f"{chain[-1]}: {EXTENDS_KEY}: files extend each other in a cycle: {cycle}")
-    try:
-        document = yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise ParameterError(f"cannot read parameters file {path}: {error}") from error
-    except yaml.YAMLError as error:
-        raise ParameterError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from error
+    document = read_yaml(path)
     if not isinstance(document, dict) or EXTENDS_KEY not in document:
         return document, {}  # the schema reports a document that is not a mapping
     document = dict(document)
