@@ -74,23 +74,29 @@ class WaitSetLoop:
             # The handles stay valid while the wait set holds them, as in rclpy's executors.
             with context.handle, subscription.handle, interrupt.handle:
                 wait_set = _rclpy.WaitSet(1, 1, 0, 0, 0, 0, context.handle)
-                while context.ok():
-                    now = time.monotonic()
-                    if now >= next_poll:
-                        self._poll(executor)
-                        next_poll = now + self.poll_period
-                    wait_until = min(self.deadline(), next_poll)
-                    wait_set.clear_entities()
-                    wait_set.add_subscription(subscription.handle)
-                    wait_set.add_guard_condition(interrupt.handle)
-                    wait_set.wait(max(int((wait_until - time.monotonic()) * NANOSECONDS), 0))
-                    if wait_set.is_ready("subscription", 0):
-                        messages = self._take_all()
-                        if messages:
-                            self.on_messages(messages)
-                    now = time.monotonic()
-                    if now >= self.deadline():
-                        self.on_deadline(now)
+                try:
+                    while context.ok():
+                        now = time.monotonic()
+                        if now >= next_poll:
+                            self._poll(executor)
+                            next_poll = now + self.poll_period
+                        wait_until = min(self.deadline(), next_poll)
+                        wait_set.clear_entities()
+                        wait_set.add_subscription(subscription.handle)
+                        wait_set.add_guard_condition(interrupt.handle)
+                        wait_set.wait(max(int((wait_until - time.monotonic()) * NANOSECONDS), 0))
+                        if wait_set.is_ready("subscription", 0):
+                            messages = self._take_all()
+                            if messages:
+                                self.on_messages(messages)
+                        now = time.monotonic()
+                        if now >= self.deadline():
+                            self.on_deadline(now)
+                finally:
+                    # Freed now, while the subscription, guard condition and context it holds are
+                    # held too; left to this frame, a Ctrl-C traceback kept it alive until run_node
+                    # dropped the exception, after the guard condition was destroyed.
+                    wait_set.destroy_when_not_in_use()
         finally:
             interrupt.destroy()
 
