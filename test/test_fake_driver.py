@@ -23,12 +23,14 @@ from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, SPIN_STEP_S, No
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
+from hexapod_control.drive.core import CommandHold
+from hexapod_control.drive.simulated_board import EndStopPlant
 from hexapod_control.errors import InvalidInputError, ParameterError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
 from hexapod_control.ros.common import RELIABLE_QOS
 from hexapod_control.ros.conventions import TOPICS, time_from_stamp
-from hexapod_control.ros.fake_driver import NODE_NAME, CommandHold, EndStopPlant, TickSchedule, steps_per_tick
+from hexapod_control.ros.fake_driver import NODE_NAME, TickSchedule, steps_per_tick
 from hexapod_control.simulation.embedded import EmbeddedSimulator
 
 PARAMETERS = load_parameters()

@@ -15,8 +15,9 @@ validates the merged tree, so a variant holds only what differs.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -32,6 +33,9 @@ from pydantic import (
 )
 
 from hexapod_control.errors import InvalidInputError, ParameterError
+
+if TYPE_CHECKING:
+    from hexapod_control.model.board_parameters import BoardParameters
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 ROOT_KEY = "hexapod"
@@ -648,6 +652,9 @@ class HexapodParameters(_Section):
     actuators: ActuatorSettings
     identification: IdentificationSettings
     inverse_dynamics: InverseDynamicsSettings
+    board: BoardParameters | None = Field(
+        default=None, description="the drive side's board (model/board_parameters.py); absent: the lab's own driver"
+    )
 
     _source: str = PrivateAttr(default=IN_MEMORY)
 
@@ -872,12 +879,26 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
         field = model.model_fields.get(part) if isinstance(part, str) else None
         if not _is_section(field):
             return None
-        model = field.annotation  # type: ignore[assignment]
+        model = _section_model(field)  # type: ignore[assignment]
     return model
 
 
+# The board section builds on the field types above and completes HexapodParameters when imported.
+from hexapod_control.model import board_parameters  # noqa: F401
+
+
 def _is_section(field: Any) -> bool:
-    return field is not None and isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+    return _section_model(field) is not None
+
+
+def _section_model(field: Any) -> type[BaseModel] | None:
+    """The model of a section field, also of an optional section (``Model | None``)."""
+    if field is None:
+        return None
+    for candidate in (field.annotation, *get_args(field.annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
 
 
 def _size(field: Any, ctx: Mapping[str, Any]) -> str:

@@ -86,8 +86,10 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from hexapod_control.control.loop import DiagnosticThrottle
-from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError, SimulationDivergedError
-from hexapod_control.model.parameters import HexapodParameters, Limits
+from hexapod_control.drive.core import CommandHold
+from hexapod_control.drive.simulated_board import EndStopPlant
+from hexapod_control.errors import InvalidInputError, ParameterError
+from hexapod_control.model.parameters import HexapodParameters
 from hexapod_control.ros.common import (
     LEVEL_ERROR,
     LEVEL_OK,
@@ -100,7 +102,7 @@ from hexapod_control.ros.common import (
     run_node,
     use_realtime_priority,
 )
-from hexapod_control.ros.conventions import TOPICS, effort_array
+from hexapod_control.ros.conventions import TOPICS
 from hexapod_control.ros.timing_log import TimingLog
 from hexapod_control.ros.wait_set_loop import WaitSetLoop
 from hexapod_control.simulation.embedded import EmbeddedSimulator
@@ -137,120 +139,6 @@ def steps_per_tick(plant_rate: float, rate: float, source: str) -> int:
             f"(a whole number of plant steps per tick)"
         )
     return steps
-
-
-# ------------------------------------------------------------------------------------------ command
-class CommandHold:
-    """The latest valid effort command, applied for ``timeout`` seconds after it arrived.
-
-    ``receive`` takes each command as the loop takes it and ``forces`` is asked at each tick; the
-    command and its arrival time are kept together as one tuple.
-    """
-
-    def __init__(self, size: int, timeout: float):
-        self.size = size
-        self.timeout = timeout
-        self.zero = np.zeros(size)
-        self._latest: tuple[np.ndarray, float] | None = None  # (forces [N], monotonic arrival [s])
-        self.received = 0  # every command, valid or not
-        self.rejected = 0
-        self.timeouts = 0  # times a held command expired
-        self._active = False
-
-    def receive(self, data, now: float) -> None:
-        """Take a command's data arriving at ``now``; InvalidInputError (counted) if malformed."""
-        self.received += 1
-        try:
-            forces = effort_array(data, self.size)
-        except InvalidInputError:
-            self.rejected += 1
-            raise
-        self._latest = (forces, now)
-
-    def forces(self, now: float) -> tuple[np.ndarray, bool]:
-        """(forces to apply at ``now``, whether they are a held command rather than zero)."""
-        latest = self._latest
-        active = latest is not None and now - latest[1] <= self.timeout
-        if self._active and not active:
-            self.timeouts += 1
-        self._active = active
-        return (latest[0], True) if active else (self.zero, False)
-
-
-# ------------------------------------------------------------------------------------------ plant
-class EndStopPlant:
-    """The embedded simulator with end stops at the travel limits (see the module doc).
-
-    ``steps`` counts plant steps since construction (the simulator's own clock restarts at
-    every stop contact); ``end_stop_contacts`` counts the steps that ended on a stop.
-    ``collapse`` is "" until the platform sinks past the end of the model, then the simulator's
-    message: from then on the plant stays frozen at rest and only the applied forces follow the
-    commands.
-    """
-
-    def __init__(self, plant: EmbeddedSimulator, limits: Limits):
-        self.plant = plant
-        self.lower = limits.actuator_position_min
-        self.upper = limits.actuator_position_max
-        self.steps = 0
-        self.end_stop_contacts = 0
-        self.collapse = ""
-        # Where the last successful step started: the dynamics were evaluated there, so it
-        # assembles. A step can end just past the end of the model, which only the next one finds.
-        self._last_start, _ = plant.true_state
-
-    def advance(self, forces: np.ndarray, steps: int) -> None:
-        """Apply ``forces`` and step ``steps`` times."""
-        for _ in range(steps):
-            self._step(forces)
-            self.steps += 1
-
-    def _step(self, forces: np.ndarray) -> None:
-        self.plant.apply_forces(forces)
-        if self.collapse:
-            return
-        q_start, _ = self.plant.true_state
-        try:
-            self.plant.step()
-        except SimulationDivergedError as error:
-            self._freeze(error, forces, q_start, self._last_start)
-            return
-        self._last_start = q_start
-        q, qd = self.plant.true_state
-        below, above = q < self.lower, q > self.upper
-        if not (below.any() or above.any()):
-            return
-        self.end_stop_contacts += 1
-        qd = np.where(below, np.maximum(qd, 0.0), np.where(above, np.minimum(qd, 0.0), qd))
-        try:
-            self._reseat(np.clip(q, self.lower, self.upper), qd, forces)
-        except HexapodError as error:  # the stopped configuration does not assemble: the model ends there
-            self._freeze(error, forces, q_start)
-
-    def _freeze(self, error: HexapodError, forces: np.ndarray, *candidates: np.ndarray) -> None:
-        """Stop the plant at rest at the first of ``candidates`` that assembles."""
-        self.collapse = str(error)
-        for q in candidates:
-            try:
-                self._reseat(q, np.zeros_like(q), forces)
-                return
-            except HexapodError:
-                continue
-        raise error  # no candidate assembles: the last successful step's start always should
-
-    def _reseat(self, q: np.ndarray, qd: np.ndarray, forces: np.ndarray) -> None:
-        self.plant.reset(q, qd)
-        self.plant.apply_forces(forces)  # reset zeroes the forces; the drives still push
-
-    def joint_positions(self) -> np.ndarray:
-        return self.plant.joint_positions()
-
-    def joint_velocities(self) -> np.ndarray:
-        return self.plant.joint_velocities()
-
-    @property
-    def applied_forces(self) -> np.ndarray:
-        return self.plant.applied_forces
 
 
 # ------------------------------------------------------------------------------------------ loop timing
