@@ -6,6 +6,7 @@ the core concludes (its state, its positions, its forces) with the plant's own s
 
 import numpy as np
 import pytest
+import yaml
 
 from hexapod_control.drive.core import DriveCore, DriveState
 from hexapod_control.drive.simulated_board import SimulatedBoard
@@ -217,3 +218,28 @@ def test_a_command_sent_before_the_fault_is_not_applied_after_the_reset(rig):
 def test_the_simulated_board_needs_a_board_section():
     with pytest.raises(ParameterError, match=r"hexapod\.board: missing section"):
         SimulatedBoard(load_parameters())
+
+
+@pytest.mark.parametrize(("overlay", "message"), [
+    ({"limits": {"watchdog_timeout": None}}, r"hexapod\.board\.limits\.watchdog_timeout: missing key"),
+    ({"scaling": {"counts_per_metre": 409.6}}, r"hexapod\.board\.scaling\.counts_per_metre\[0\]: .*implausibly few"),
+    ({"scaling": {"lead_radius": 1.59}}, r"hexapod\.board\.scaling\.lead_radius\[0\]: .*implausibly large"),
+    ({"scaling": {"current_limit": 12.0}}, r"hexapod\.board\.scaling\.current_limit\[0\]: 12\.0 A exceeds amplifier_gain"),
+    ({"power_up": {"homing_position": 0.5}}, r"hexapod\.board\.power_up\.homing_position: 0\.5 m is outside"),
+    ({"channels": {"enable_channels": [8, 17, 18, 19, 20, 21]}}, r"enable_channels\[0\]: channel 8 is also direction_channels\[0\]"),
+])
+def test_a_missing_or_implausible_board_value_is_refused_naming_the_key_and_the_file(tmp_path, overlay, message):
+    board = {section: {key: value for key, value in keys.items() if value is not None} for section, keys in overlay.items()}
+    document = {"extends": str(default_parameters_path("quanser_board.example.yaml")), "hexapod": {"board": board}}
+    path = tmp_path / "board.yaml"
+    if any(value is None for keys in overlay.values() for value in keys.values()):  # delete the key instead
+        example = yaml.safe_load(default_parameters_path("quanser_board.example.yaml").read_text())
+        for section, keys in overlay.items():
+            for key in keys:
+                del example["hexapod"]["board"][section][key]
+        example["extends"] = str(default_parameters_path())
+        document = example
+    path.write_text(yaml.safe_dump(document))
+    with pytest.raises(ParameterError, match=message) as raised:
+        load_parameters(path)
+    assert str(path) in str(raised.value)

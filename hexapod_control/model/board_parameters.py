@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, Strict, model_validator
+from pydantic import AfterValidator, Field, Strict, model_validator
 
 from hexapod_control.model import parameters as schema
 from hexapod_control.model.parameters import (
@@ -36,11 +36,37 @@ from hexapod_control.model.parameters import (
 Channel = Annotated[int, Strict(), Field(ge=0)]
 Channels6 = Annotated[tuple[Channel, ...], Field(min_length=6, max_length=6)]
 Sign = Literal[-1, 1]
-Signs6 = Annotated[tuple[Sign, ...], Field(min_length=6, max_length=6), _broadcast(6)]
+
 ReferenceStop = Literal["lower", "upper"]
 
 # A duty cycle can never exceed 1: an amplifier gain below its current limit is a unit slip.
 FULL_DUTY = 1.0
+# Fewer than one count per millimetre is counts per millimetre or per revolution, not per metre.
+_MIN_COUNTS_PER_METRE = 1000.0
+# A lead screw's r = lead / (2 pi) of more than 5 cm is a lead, or millimetres, not r in metres.
+_MAX_LEAD_RADIUS_M = 0.05
+
+
+def _plausible_counts(value: float) -> float:
+    if value < _MIN_COUNTS_PER_METRE:
+        raise ValueError(f"{value!r} counts/m is implausibly few: counts per metre of slider travel")
+    return value
+
+
+def _plausible_radius(value: float) -> float:
+    if value > _MAX_LEAD_RADIUS_M:
+        raise ValueError(f"{value!r} m is implausibly large for r = lead / (2 pi) in metres")
+    return value
+
+
+def _six(entry) -> object:
+    """Six entries of type ``entry``; one number in the file stands for all six."""
+    return Annotated[tuple[entry, ...], Field(min_length=6, max_length=6), _broadcast(6)]
+
+
+CountsPerMetre6 = _six(Annotated[Positive, AfterValidator(_plausible_counts)])
+LeadRadius6 = _six(Annotated[Positive, AfterValidator(_plausible_radius)])
+Signs6 = _six(Sign)
 
 
 def _distinct_channels(*names: str):
@@ -92,10 +118,10 @@ class BoardLevels(_Section):
 class BoardScaling(_Section):
     """From counts to metres and from newtons to PWM duty cycle."""
 
-    counts_per_metre: PositiveVector6 = Field(description="encoder counts per metre of slider travel [1/m]")
+    counts_per_metre: CountsPerMetre6 = Field(description="encoder counts per metre of slider travel [1/m]")
     encoder_polarity: Signs6 = Field(description="+1 if counts grow as q grows, else -1")
     motor_polarity: Signs6 = Field(description="+1 if a positive duty cycle pushes q up, else -1")
-    lead_radius: PositiveVector6 = Field(
+    lead_radius: LeadRadius6 = Field(
         description="r = lead / (2 pi): motor torque tau = F r [m]"
     )
     torque_constant: PositiveVector6 = Field(description="k_t: motor torque per ampere [N*m/A]")
@@ -186,7 +212,7 @@ class BoardParameters(_Section):
         return self
 
 
-# The parameters schema names this section by a forward reference: resolve it now, whichever of the
-# two modules was imported first.
+# The parameters schema names this section by a forward reference: resolve it (the package
+# hexapod_control.model imports this module, so any use of the schema finds it resolved).
 schema.HexapodParameters.model_rebuild(_types_namespace={"BoardParameters": BoardParameters})
 schema._Document.model_rebuild(force=True)

@@ -15,9 +15,8 @@ validates the merged tree, so a variant holds only what differs.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, Mapping, get_args
 
 import yaml
 from pydantic import (
@@ -33,9 +32,6 @@ from pydantic import (
 )
 
 from hexapod_control.errors import InvalidInputError, ParameterError
-
-if TYPE_CHECKING:
-    from hexapod_control.model.board_parameters import BoardParameters
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 ROOT_KEY = "hexapod"
@@ -652,7 +648,8 @@ class HexapodParameters(_Section):
     actuators: ActuatorSettings
     identification: IdentificationSettings
     inverse_dynamics: InverseDynamicsSettings
-    board: BoardParameters | None = Field(
+    # Completed by model/board_parameters.py, which the package hexapod_control.model imports first.
+    board: BoardParameters | None = Field(  # noqa: F821
         default=None, description="the drive side's board (model/board_parameters.py); absent: the lab's own driver"
     )
 
@@ -881,10 +878,6 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
             return None
         model = _section_model(field)  # type: ignore[assignment]
     return model
-
-
-# The board section builds on the field types above and completes HexapodParameters when imported.
-from hexapod_control.model import board_parameters  # noqa: F401
 
 
 def _is_section(field: Any) -> bool:
