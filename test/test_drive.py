@@ -7,24 +7,15 @@ the core concludes (its state, its positions, its forces) with the plant's own s
 import numpy as np
 import pytest
 import yaml
+from drive_helpers import simulated_parameters
 
 from hexapod_control.drive.core import DriveCore, DriveState
 from hexapod_control.drive.simulated_board import SimulatedBoard
 from hexapod_control.errors import ParameterError
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
 
-# The example's gains are Quanser's for the robot, whose motors add inertia; on the rigid-body plant
-# (sliders of well under a kilogram) their damping makes the 1 ms loop oscillate, as the double
-# loop's robot gains do (gain_set simulated_plant).
-SIMULATED_PLANT_HOMING_GAINS = {"homing_stiffness": 3000.0, "homing_damping": 200.0, "homing_integral": 4000.0}
 STOP = 0.30  # the simulated upper stops, where the platform rests (the shipped 0.40 m is past collapse)
-EXAMPLE = load_parameters(default_parameters_path("quanser_board.example.yaml"))
-PARAMETERS = EXAMPLE.replace(
-    limits={"actuator_position_max": STOP},
-    board={"limits": {"travel_max": STOP + 0.005},
-           "power_up": {"reference_position": STOP, "calibration_speed": 0.05, "homing_speed": 0.2,
-                        "settle_time": 0.05, **SIMULATED_PLANT_HOMING_GAINS}},
-)
+PARAMETERS = simulated_parameters(STOP)
 PERIOD = 1.0 / PARAMETERS.board.limits.sample_rate
 POWER_UP_TICKS = 6000  # 6 s of board samples: the sequence ends well before
 COUNT = 1.0 / PARAMETERS.board.scaling.counts_per_metre[0]  # one encoder count [m]

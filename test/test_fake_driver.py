@@ -378,3 +378,17 @@ def test_the_executable_refuses_a_rate_that_does_not_divide_the_plant_rate():
     assert result.returncode == 1
     assert "'rate'" in result.stderr and "hexapod.simulation.rate" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("board", "params_file", "named"), [
+    ("simulated", default_parameters_path(), "hexapod.board: missing section"),
+    ("quanser", default_parameters_path("quanser_board.example.yaml"), "quanser.hardware"),
+])
+def test_a_board_without_its_section_or_sdk_is_refused_naming_what_is_missing(board, params_file, named):
+    result = subprocess.run(
+        [sys.executable, "-m", "hexapod_control.ros.fake_driver", "--ros-args", "-p", f"board:={board}",
+         "-p", f"params_file:={params_file}"],
+        check=False, capture_output=True, text=True, timeout=60, env=os.environ.copy(),
+    )
+    assert result.returncode == 1
+    assert named in result.stderr and "Traceback" not in result.stderr

@@ -7,21 +7,18 @@ slip shows.
 
 import numpy as np
 import pytest
+from drive_helpers import EXAMPLE, board_overlay
 from quanser_standin import StandInPlant, hardware_module
 
 from hexapod_control.drive.core import DriveCore, DriveState
 from hexapod_control.drive.quanser_board import QuanserBoard
 from hexapod_control.errors import ParameterError
-from hexapod_control.model.parameters import default_parameters_path, load_parameters
 
 UPPER_STOP, LOWER_STOP, START = 0.30, 0.02, 0.17  # the stand-in's sliders [m]
-BOARD = load_parameters(default_parameters_path("quanser_board.example.yaml")).replace(
+BOARD = EXAMPLE.replace(
     board={"scaling": {"encoder_polarity": [1, -1, 1, -1, 1, -1], "motor_polarity": [-1, -1, 1, 1, -1, 1]},
            "levels": {"enable_active_high": False, "reverse_direction_high": False},
-           "limits": {"travel_max": UPPER_STOP + 0.005},
-           "power_up": {"reference_position": UPPER_STOP, "calibration_speed": 0.05, "homing_speed": 0.2,
-                        "settle_time": 0.05, "homing_stiffness": 3000.0, "homing_damping": 200.0,
-                        "homing_integral": 4000.0}},
+           **board_overlay(UPPER_STOP)},
 ).board
 PERIOD = 1.0 / BOARD.limits.sample_rate
 POWER_UP_SAMPLES = 8000

@@ -154,6 +154,7 @@ class DriveCore:
         self.board_errors: list[str] = []  # operations refused on a fault path
         self.zero_counts: np.ndarray | None = None  # counts at the reference stop, once calibrated
         self.applied_forces = np.zeros(SLIDERS)
+        self.commanded = False  # the last sample applied a held command (not the timeout's zero)
         self.sample: BoardSample | None = None
         self._previous_counts: np.ndarray | None = None
         self._phase_start = 0.0
@@ -214,6 +215,7 @@ class DriveCore:
             return
         reason = self._violation(sample, dt, now)
         self._previous_counts = sample.counts.copy()
+        self.commanded = False
         if reason:
             self._latch(reason)
             return
@@ -297,7 +299,7 @@ class DriveCore:
         return forces, power_up.homing_current
 
     def _serve(self, now: float) -> tuple[np.ndarray, np.ndarray]:
-        forces, _ = self.command.forces(now)
+        forces, self.commanded = self.command.forces(now)
         qd = self.velocities()
         too_fast = np.abs(qd) > self.limits.speed_limit
         along_motion = forces * qd > 0.0
