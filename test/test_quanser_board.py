@@ -8,7 +8,7 @@ slip shows.
 import numpy as np
 import pytest
 from drive_helpers import EXAMPLE, board_overlay
-from quanser_standin import StandInPlant, hardware_module
+from quanser_standin import HILError, StandInPlant, hardware_module
 
 from hexapod_control.drive.core import DriveCore, DriveState
 from hexapod_control.drive.quanser_board import QuanserBoard
@@ -145,7 +145,7 @@ def test_every_fault_path_zeroes_the_outputs_disables_the_amplifiers_and_applies
         [applied] * len(BOARD.channels.brake_channels)]
     assert "write_pwm" in names
     if fault == "watchdog":  # the protected board refused them; each was still tried, the refusals kept
-        assert len(rig.core.board_errors) == 3
+        assert rig.core.board_errors == 3
     else:
         assert not rig.plant.enabled.any() and not rig.plant.brakes_released and not rig.plant.amplitude.any()
 
@@ -172,3 +172,15 @@ def test_close_leaves_the_outputs_safe_and_releases_the_board(rig):
 def test_without_the_sdk_the_quanser_board_refuses_to_start_naming_it():
     with pytest.raises(ParameterError, match="quanser.hardware"):
         QuanserBoard(BOARD)
+
+
+def test_a_board_that_fails_to_read_latches_a_fault_with_the_outputs_safe(rig):
+    def unplugged(*arguments):
+        raise HILError("the board stopped answering")
+
+    rig.board.card._task_read = unplugged
+    rig.tick()
+    assert rig.core.state is DriveState.FAULT and rig.core.fault.startswith("board error: task_read")
+    assert not rig.plant.enabled.any() and not rig.plant.brakes_released and not rig.plant.amplitude.any()
+    rig.tick()  # still failing: stays latched, counted
+    assert rig.core.state is DriveState.FAULT and rig.core.board_errors == 2

@@ -24,6 +24,7 @@ HOMING              every slider within ``homing_tolerance`` of     ENABLED
                     ``homing_position``, at rest, for settle_time
 ENABLED             no valid command for ``command_timeout``        zero force (stays ENABLED)
 ENABLED             a slider faster than ``speed_limit``            no force along its motion
+any but BRAKED      a board operation fails (a HIL error)           FAULT "board error: ..."
 FAULT               ``reset()`` by the operator                     BRAKED, then ``start()`` again
 ==================  ==============================================  ==================================
 
@@ -151,7 +152,8 @@ class DriveCore:
         self.state = DriveState.BRAKED
         self.fault = ""  # why FAULT latched
         self.faults = 0  # FAULT entries since start
-        self.board_errors: list[str] = []  # operations refused on a fault path
+        self.board_errors = 0  # board operations refused (on a fault path, or a failing board)
+        self.last_board_error = ""
         self.zero_counts: np.ndarray | None = None  # counts at the reference stop, once calibrated
         self.applied_forces = np.zeros(SLIDERS)
         self.commanded = False  # the last sample applied a held command (not the timeout's zero)
@@ -201,7 +203,15 @@ class DriveCore:
 
     # ---------------------------------------------------------------- the loop
     def tick(self, now: float) -> None:
-        """Read a sample, check the rules, write the outputs of the state."""
+        """Read a sample, check the rules, write the outputs of the state; a board error is a fault."""
+        try:
+            self._tick(now)
+        except BoardError as error:
+            self._refused(error)
+            if self.state is not DriveState.FAULT:
+                self._latch(f"board error: {error}")
+
+    def _tick(self, now: float) -> None:
         sample = self.board.read()
         self.sample = sample
         dt = self.period if math.isnan(self._last_tick) else max(now - self._last_tick, self.period)
@@ -264,7 +274,11 @@ class DriveCore:
             try:
                 operation()
             except BoardError as error:
-                self.board_errors.append(str(error))
+                self._refused(error)
+
+    def _refused(self, error: BoardError) -> None:
+        self.board_errors += 1
+        self.last_board_error = str(error)
 
     # ---------------------------------------------------------------- states
     def _calibrate(self, sample: BoardSample, now: float) -> tuple[np.ndarray, float]:

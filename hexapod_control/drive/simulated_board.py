@@ -107,15 +107,12 @@ class EndStopPlant:
         return self.plant.applied_forces
 
 
-def plant_steps_per_sample(plant_rate: float, sample_rate: float, source: str) -> int:
-    """Plant steps per board sample; ParameterError unless the sample rate divides ``simulation.rate``."""
-    ratio = plant_rate / sample_rate
+def whole_plant_steps(plant_rate: float, rate: float) -> int | None:
+    """Plant steps per period of ``rate``; None unless ``rate`` divides ``plant_rate`` (up to round-off)."""
+    ratio = plant_rate / rate
     steps = round(ratio)
     if steps < 1 or abs(ratio - steps) > STEPS_PER_SAMPLE_TOLERANCE * ratio:
-        raise ParameterError(
-            f"{source}: hexapod.board.limits.sample_rate = {sample_rate} Hz must divide hexapod.simulation.rate = "
-            f"{plant_rate} Hz (a whole number of plant steps per sample)"
-        )
+        return None
     return steps
 
 
@@ -127,8 +124,12 @@ class SimulatedBoard(Board):
             raise ParameterError(f"{parameters.source}: hexapod.board: missing section, needed by the simulated board")
         board = parameters.board
         self.plant = EndStopPlant(EmbeddedSimulator(parameters), parameters.limits)
-        self.steps_per_sample = plant_steps_per_sample(parameters.simulation.rate, board.limits.sample_rate,
-                                                       parameters.source)
+        self.steps_per_sample = whole_plant_steps(parameters.simulation.rate, board.limits.sample_rate)
+        if self.steps_per_sample is None:
+            raise ParameterError(
+                f"{parameters.source}: hexapod.board.limits.sample_rate = {board.limits.sample_rate} Hz must divide "
+                f"hexapod.simulation.rate = {parameters.simulation.rate} Hz (a whole number of plant steps per sample)"
+            )
         self.period = 1.0 / board.limits.sample_rate
         self.scaling = ForceScaling(board)
         self.counts_per_metre = np.array(board.scaling.counts_per_metre) * np.array(board.scaling.encoder_polarity)

@@ -97,7 +97,7 @@ from std_srvs.srv import Trigger
 from hexapod_control.control.loop import DiagnosticThrottle
 from hexapod_control.drive.board import BoardError
 from hexapod_control.drive.core import CommandHold, DriveCore, DriveState
-from hexapod_control.drive.simulated_board import EndStopPlant, SimulatedBoard
+from hexapod_control.drive.simulated_board import EndStopPlant, SimulatedBoard, whole_plant_steps
 from hexapod_control.errors import InvalidInputError, ParameterError
 from hexapod_control.model.parameters import HexapodParameters
 from hexapod_control.ros.common import (
@@ -123,8 +123,6 @@ NODE_NAME = "hexapod_fake_driver"
 # keeps control; a dead one lets go within 50 ms. The robot's drives want the shortest timeout
 # their controller's measured gaps allow, since the last force acts for that long.
 DEFAULT_COMMAND_TIMEOUT_S = 0.05
-# simulation.rate / rate must be a whole number of plant steps per tick, up to float round-off.
-STEPS_PER_TICK_TOLERANCE = 1e-9
 # Parameter services and /diagnostics' neighbours are served this often between ticks [s]: a
 # parameter request waits at most this long, and polling the executor costs nothing in between.
 SERVICE_POLL_PERIOD_S = 0.01
@@ -149,9 +147,8 @@ def declare_positive(node, name: str, default: float, description: str) -> float
 
 def steps_per_tick(plant_rate: float, rate: float, source: str) -> int:
     """Plant steps per loop tick; ParameterError unless ``rate`` divides ``simulation.rate``."""
-    ratio = plant_rate / rate
-    steps = round(ratio)
-    if steps < 1 or abs(ratio - steps) > STEPS_PER_TICK_TOLERANCE * ratio:
+    steps = whole_plant_steps(plant_rate, rate)
+    if steps is None:
         raise ParameterError(
             f"ROS parameter 'rate' = {rate} Hz must divide hexapod.simulation.rate = {plant_rate} Hz of {source} "
             f"(a whole number of plant steps per tick)"
@@ -254,8 +251,11 @@ class FakeDriverNode(HexapodNode):
     def _on_reset(self, request, response):
         """The operator's reset of a latched drive fault (std_srvs/Trigger)."""
         before = self.drive.state
-        response.message = self.drive.reset(time.monotonic())
-        response.success = before is DriveState.FAULT
+        try:
+            response.message = self.drive.reset(time.monotonic())
+            response.success = before is DriveState.FAULT
+        except BoardError as error:  # the board refused: the fault stays latched
+            response.message, response.success = f"reset refused by the board: {error}", False
         self.get_logger().warning(f"~/reset: {response.message}")
         return response
 
@@ -336,7 +336,8 @@ class FakeDriverNode(HexapodNode):
                        "collapse": plant.collapse}
         if drive is not None:
             values |= {"board": self.board_kind, "drive_state": drive.state.value, "drive_fault": drive.fault,
-                       "drive_faults": drive.faults, "board_errors": len(drive.board_errors)}
+                       "drive_faults": drive.faults, "board_errors": drive.board_errors,
+                       "last_board_error": drive.last_board_error}
         self.window_states = self.window_commands = 0
         self.diagnostics.publish(self.get_clock().now().nanoseconds * 1e-9, level, text, values)
 
