@@ -11,7 +11,7 @@ nodes as separate processes instead (services /hexapod_controller/arm, /hexapod_
 for labs that want to replace one of them.
 
 ``driver:=none`` (default): the lab's own driver, not started here. ``driver:=quanser`` starts
-hexapod_drive on a Quanser HIL board (``board:=quanser``: the ``hexapod.board`` section of the
+hexapod_drive on a Quanser HIL board (its default ``board:=quanser``: the ``hexapod.board`` section of the
 parameters file is required, the Quanser SDK's Python API too; NOT RUN ON HARDWARE, see
 doc/quanser_driver.md); ``driver:=fake`` starts hexapod_fake_driver (with ``gain_set:=simulated_plant``).
 Either driver runs at the stack's ``realtime_priority``.
@@ -133,7 +133,7 @@ def generate_launch_description():
         Node(
             package=PACKAGE, executable="hexapod_drive", name="hexapod_drive", output="screen",
             condition=IfCondition(EqualsSubstitution(LaunchConfiguration("driver"), "quanser")),
-            parameters=[common, driver_priority, {"board": "quanser"}], remappings=[joint_states, commands],
+            parameters=[common, driver_priority], remappings=[joint_states, commands],
         ),
         Node(
             package=PACKAGE, executable="hexapod_fake_driver", name="hexapod_fake_driver", output="screen",

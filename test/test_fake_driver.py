@@ -19,9 +19,11 @@ import yaml
 
 rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, SPIN_STEP_S, NodeProcess
+from drive_helpers import simulated_parameters
+from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, SPIN_STEP_S, NodeProcess, spin_until
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
 
 from hexapod_control.drive.core import CommandHold
 from hexapod_control.drive.simulated_board import EndStopPlant
@@ -48,6 +50,7 @@ COMMANDER_RATE = 500.0  # [Hz] the killed commanding process
 STEADY_STATES = 50  # states with the command applied before the commander is killed
 SIGINT_STOPS = 6  # Ctrl-C after Ctrl-C: the crash seen was on some stops, not all
 STATES_BEFORE_STOP = 100  # the loop, the diagnostics and the executor's services all ran
+POWER_UP_TIMEOUT_S = 60.0  # calibration and homing take a few simulated seconds, slower on a loaded machine
 
 
 # ------------------------------------------------------------------------------------------ without ROS
@@ -392,3 +395,46 @@ def test_a_board_without_its_section_or_sdk_is_refused_naming_what_is_missing(bo
     )
     assert result.returncode == 1
     assert named in result.stderr and "Traceback" not in result.stderr
+
+
+def test_on_the_simulated_board_the_driver_powers_up_then_serves_and_reset_has_nothing_to_clear(
+        tmp_path, context, executor):
+    """The node shell around the drive core: power-up reported, joint states once calibrated, ~/reset."""
+    params_file = tmp_path / "board.yaml"
+    # A long simulated watchdog: the loaded test machine's start-up stalls would expire a 10 ms one.
+    board = simulated_parameters(STOP, watchdog_timeout=0.5).board.model_dump(mode="json")
+    document = yaml.safe_load(default_parameters_path().read_text())
+    document["hexapod"]["limits"]["actuator_position_max"] = STOP
+    document["hexapod"]["board"] = board
+    params_file.write_text(yaml.safe_dump(document))
+    node = rclpy.create_node("drive_node_test", context=context)
+    executor.add_node(node)
+    messages, states = [], []
+    node.create_subscription(DiagnosticArray, TOPICS["diagnostics"],
+                             lambda m: messages.extend(s.message for s in m.status if s.name.startswith(NODE_NAME)),
+                             RELIABLE_QOS)
+    node.create_subscription(JointState, TOPICS["joint_states"], states.append, RELIABLE_QOS)
+    driver = NodeProcess("hexapod_control.ros.fake_driver", tmp_path / "driver.log", ("params_file", params_file),
+                         ("board", "simulated"))
+    try:
+        def enabled_or_ended() -> bool:
+            return ("no valid command yet: zero force" in messages or driver.process.poll() is not None
+                    or any(m.startswith("drive fault") for m in messages))
+
+        spin_until(executor, enabled_or_ended, DISCOVERY_TIMEOUT_S + POWER_UP_TIMEOUT_S,
+                   f"the drive enabled after its power-up (diagnostics so far: {messages[-3:]})")
+        assert driver.process.poll() is None, driver.output()
+        assert "no valid command yet: zero force" in messages, messages[-3:]
+        powering_up = [m for m in messages if m.startswith("powering up")]
+        assert powering_up and messages.index(powering_up[-1]) < messages.index("no valid command yet: zero force")
+        # The first joint state is the calibration's: every slider at its reference stop, exactly.
+        assert list(states[0].position) == [STOP] * 6 and list(states[-1].name) == list(PARAMETERS.ros.joint_names)
+        assert list(states[-1].effort) == [0.0] * 6  # enabled, no command yet
+        client = node.create_client(Trigger, f"/{NODE_NAME}/reset")
+        spin_until(executor, client.service_is_ready, DISCOVERY_TIMEOUT_S, "~/reset")
+        future = client.call_async(Trigger.Request())
+        spin_until(executor, future.done, DELIVERY_TIMEOUT_S, "the answer of ~/reset")
+        assert not future.result().success and future.result().message == "nothing to reset: the drive is enabled"
+    finally:
+        code = driver.stop()
+    assert code == 0, driver.output()

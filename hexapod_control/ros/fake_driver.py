@@ -126,7 +126,10 @@ DEFAULT_COMMAND_TIMEOUT_S = 0.05
 # Parameter services and /diagnostics' neighbours are served this often between ticks [s]: a
 # parameter request waits at most this long, and polling the executor costs nothing in between.
 SERVICE_POLL_PERIOD_S = 0.01
+DRIVE_NODE_NAME = "hexapod_drive"
 NO_BOARD, SIMULATED_BOARD, QUANSER_BOARD = "none", "simulated", "quanser"
+STATUS_NAMES = {NO_BOARD: "fake ros2_control driver", SIMULATED_BOARD: "drive on a simulated board",
+                QUANSER_BOARD: "drive on a Quanser board"}
 BOARD_KINDS = (NO_BOARD, SIMULATED_BOARD, QUANSER_BOARD)
 BOARD_DESCRIPTION = (
     "none: the forces act on the embedded plant directly; simulated: the embedded plant behind a simulated board, "
@@ -194,10 +197,11 @@ class TickSchedule:
 # ------------------------------------------------------------------------------------------ node
 class FakeDriverNode(HexapodNode):
     default_name = NODE_NAME
+    default_board = NO_BOARD
 
     def _setup(self, parameters: HexapodParameters) -> None:
         self.joint_names = list(parameters.ros.joint_names)
-        self.board_kind = declare_choice(self, "board", NO_BOARD, BOARD_KINDS, BOARD_DESCRIPTION)
+        self.board_kind = declare_choice(self, "board", self.default_board, BOARD_KINDS, BOARD_DESCRIPTION)
         self.drive = make_drive(self.board_kind, parameters)
         if self.drive is None:
             self.rate = declare_positive(self, "rate", parameters.simulation.rate,
@@ -233,7 +237,8 @@ class FakeDriverNode(HexapodNode):
         self._state.name = self.joint_names
         self.state_publisher = self.create_publisher(JointState, TOPICS["joint_states"], RELIABLE_QOS)
         self.diagnostics = DiagnosticsPublisher(
-            self, TOPICS["diagnostics"], f"{self.get_name()}: fake ros2_control driver", parameters.safety.diagnostics_period
+            self, TOPICS["diagnostics"], f"{self.get_name()}: {STATUS_NAMES[self.board_kind]}",
+            parameters.safety.diagnostics_period
         )
         self._throttle = DiagnosticThrottle(parameters.safety.diagnostics_period)
         # A board paced by its own clock is always due: its blocking read waits for the next sample.
@@ -371,8 +376,19 @@ def make_drive(kind: str, parameters: HexapodParameters) -> DriveCore | None:
     return DriveCore(board, parameters.board)
 
 
+class DriveNode(FakeDriverNode):
+    """``hexapod_drive``: the same node, on a Quanser board unless told otherwise."""
+
+    default_name = DRIVE_NODE_NAME
+    default_board = QUANSER_BOARD
+
+
 def main(args=None) -> int:
     return run_node(FakeDriverNode, NODE_NAME, args)
+
+
+def drive_main(args=None) -> int:
+    return run_node(DriveNode, DRIVE_NODE_NAME, args)
 
 
 if __name__ == "__main__":
