@@ -76,6 +76,20 @@ def test_power_up_calibrates_on_the_stops_homes_to_mid_stroke_then_serves(rig):
     assert rig.board.expiration_states_set and rig.board.watchdog_timeout == PARAMETERS.board.limits.watchdog_timeout
 
 
+def test_calibration_zeroes_a_slider_only_while_it_pushes_on_its_stop_at_the_current_limit():
+    rig = Rig()
+    limit = rig.core.scaling.force_limit(PARAMETERS.board.power_up.calibration_current)
+    pushes = []
+    while rig.core.state is DriveState.CALIBRATING:
+        pushes.append(rig.core.applied_forces.copy())
+        rig.tick()
+    assert rig.core.state is DriveState.HOMING
+    settle = round(PARAMETERS.board.power_up.settle_time / PERIOD)
+    # Upper reference stop: the last settle_time of calibration pushed up at the full calibration current.
+    np.testing.assert_allclose(pushes[-settle:], np.broadcast_to(limit, (settle, 6)), rtol=1e-12)
+    assert np.any(np.abs(np.array(pushes[1:-settle])) < limit * (1 - 1e-9))  # the slow move itself pushed less
+
+
 def test_no_command_yet_means_zero_force_and_the_platform_sinks_to_its_stops(rig):
     rig.tick(2000)
     assert rig.core.state is DriveState.ENABLED

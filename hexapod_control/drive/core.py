@@ -18,8 +18,8 @@ HOMING, ENABLED     a slider outside [travel_min, travel_max]       FAULT "slide
 HOMING, ENABLED     q_2i + q_2i+1 < ``min_slider_separation``       FAULT "side i: sliders too close"
 CALIBRATING,        not done within ``power_up.power_up_timeout``   FAULT "calibration/homing timed out"
 HOMING
-CALIBRATING         every slider at rest on its reference stop      HOMING (encoders zeroed there)
-                    for ``settle_time`` while pushed onto it
+CALIBRATING         every slider at rest for ``settle_time`` while  HOMING (encoders zeroed there)
+                    pushed towards its stop at the current limit
 HOMING              every slider within ``homing_tolerance`` of     ENABLED
                     ``homing_position``, at rest, for settle_time
 ENABLED             no valid command for ``command_timeout``        zero force (stays ENABLED)
@@ -40,10 +40,13 @@ current I = tau / k_t, duty = I / amplifier_gain, the current saturated at the s
 reported (the joint state's effort) is the one that saturated current applies.
 
 Calibration drives every slider slowly (``calibration_speed``, current-limited) onto its reference
-stop; a slider at rest there for ``settle_time`` is zeroed: its position is
-``reference_position`` at the counts read then. Homing then moves every slider along a ramp at
-``homing_speed`` to ``homing_position`` with a PID that holds the platform's weight; the
-commands are served from its end, so a lab's controller arms from mid-stroke.
+stop; a slider at rest there for ``settle_time`` while pushing at ``calibration_current`` is zeroed:
+its position is ``reference_position`` at the counts read then. Friction weaker than that current
+only delays it; a jam stronger than it would be taken for the stop, which is why the bring-up
+(doc/quanser_driver.md) checks the positions after calibration.
+Homing then moves every slider along a ramp at ``homing_speed`` to ``homing_position`` with a PID
+that holds the platform's weight. Commands are served from its end; before the first one the force
+is zero.
 """
 
 from __future__ import annotations
@@ -58,8 +61,7 @@ from hexapod_control.errors import InvalidInputError
 from hexapod_control.model.board_parameters import BoardParameters
 from hexapod_control.ros.conventions import effort_array
 
-SLIDERS = 6
-SIDES = 3  # the sliders of side i are q_2i and q_2i+1
+SLIDERS = 6  # the sliders of side i are q_2i and q_2i+1
 
 
 class DriveState(enum.Enum):
@@ -163,6 +165,7 @@ class DriveCore:
         self._rest_since = np.full(SLIDERS, math.nan)  # per slider: at rest (and on target) since
         self._ramp = np.zeros(SLIDERS)  # homing reference [m]
         self._integral = np.zeros(SLIDERS)  # homing error integral [m*s]
+        self._push = np.zeros(SLIDERS)  # calibration's growing push towards the stop [N]
         self._last_tick = math.nan
 
     # ---------------------------------------------------------------- power-up
@@ -200,6 +203,7 @@ class DriveCore:
         self._phase_start = now
         self._rest_since[:] = math.nan
         self._integral[:] = 0.0
+        self._push[:] = 0.0
 
     # ---------------------------------------------------------------- the loop
     def tick(self, now: float) -> None:
@@ -230,7 +234,7 @@ class DriveCore:
             self._latch(reason)
             return
         if self.state is DriveState.CALIBRATING:
-            forces, current = self._calibrate(sample, now)
+            forces, current = self._calibrate(sample, dt, now)
         elif self.state is DriveState.HOMING:
             forces, current = self._home(dt, now)
         else:
@@ -281,13 +285,19 @@ class DriveCore:
         self.last_board_error = str(error)
 
     # ---------------------------------------------------------------- states
-    def _calibrate(self, sample: BoardSample, now: float) -> tuple[np.ndarray, float]:
+    def _calibrate(self, sample: BoardSample, dt: float, now: float) -> tuple[np.ndarray, float]:
         power_up = self.power_up
         direction = 1.0 if power_up.reference_stop == "upper" else -1.0
         speed = sample.count_rates * self.scaling.metres_per_count
-        forces = power_up.calibration_damping * (direction * power_up.calibration_speed - speed)
-        at_rest = np.abs(speed) < power_up.rest_speed
-        self._settle(at_rest, now)
+        error = direction * power_up.calibration_speed - speed
+        limit = self.scaling.force_limit(power_up.calibration_current)
+        # The push grows while a slider is slower than the calibration speed (by the damping's force
+        # every settle_time), so a slider held by friction or by its stop ends up pushing at the
+        # current limit: only then is it taken to be on the stop, never merely at rest.
+        self._push = np.clip(self._push + power_up.calibration_damping * error * dt / power_up.settle_time, -limit, limit)
+        forces = power_up.calibration_damping * error + self._push
+        on_stop = (np.abs(speed) < power_up.rest_speed) & (direction * forces >= limit)
+        self._settle(on_stop, now)
         if self._settled(now):
             self.zero_counts = sample.counts.copy()
             self._ramp = self.positions()
