@@ -25,11 +25,15 @@ POWER_UP_SAMPLES = 8000
 
 
 class Rig:
-    def __init__(self):
+    """The core over the binding over the stand-in; ``prepare(card)`` may change the stand-in card first."""
+
+    def __init__(self, prepare=None):
         self.plant = StandInPlant(BOARD, LOWER_STOP, UPPER_STOP, START, PERIOD)
         module, self.calls = hardware_module(BOARD, self.plant)
         self.board = QuanserBoard(BOARD, hil_module=module)
         self.board.open()
+        if prepare is not None:
+            prepare(self.board.card)
         self.core = DriveCore(self.board, BOARD)
         self.now = 0.0
         self.core.start(self.now)
@@ -184,3 +188,26 @@ def test_a_board_that_fails_to_read_latches_a_fault_with_the_outputs_safe(rig):
     assert not rig.plant.enabled.any() and not rig.plant.brakes_released and not rig.plant.amplitude.any()
     rig.tick()  # still failing: stays latched, counted
     assert rig.core.state is DriveState.FAULT and rig.core.board_errors == 2
+
+
+def test_a_board_that_refuses_the_watchdog_latches_at_power_up_and_a_reset_samples_on_one_task():
+    refusals = iter([HILError("watchdog not supported")])  # the first watchdog_start only
+
+    def watchdog_start(timeout):
+        error = next(refusals, None)
+        if error is not None:
+            raise error
+
+    rig = Rig(prepare=lambda card: setattr(card, "_watchdog_start", watchdog_start))
+    assert rig.core.state is DriveState.FAULT and rig.core.fault == "board error: watchdog_start: watchdog not supported"
+    assert "task_create_reader" not in rig.names() and not rig.plant.enabled.any()
+    rig.tick()  # nothing to read yet: no call
+    rig.core.reset(rig.now)
+    rig.until(DriveState.ENABLED)
+    assert rig.names().count("task_create_reader") == 1
+    rig.plant.fault_lines[0] = 1
+    rig.tick()
+    rig.plant.fault_lines[0] = 0
+    rig.core.reset(rig.now)
+    rig.until(DriveState.ENABLED)
+    assert rig.names().count("task_create_reader") == 1 and rig.names().count("task_start") == 1

@@ -24,7 +24,7 @@ HOMING              every slider within ``homing_tolerance`` of     ENABLED
                     ``homing_position``, at rest, for settle_time
 ENABLED             no valid command for ``command_timeout``        zero force (stays ENABLED)
 ENABLED             a slider faster than ``speed_limit``            no force along its motion
-any but BRAKED      a board operation fails (a HIL error)           FAULT "board error: ..."
+any                 a board operation fails (a HIL error)           FAULT "board error: ..."
 FAULT               ``reset()`` by the operator                     BRAKED, then ``start()`` again
 ==================  ==============================================  ==================================
 
@@ -160,6 +160,7 @@ class DriveCore:
         self.applied_forces = np.zeros(SLIDERS)
         self.commanded = False  # the last sample applied a held command (not the timeout's zero)
         self.sample: BoardSample | None = None
+        self.sampling = False  # the board's clock samples the inputs (a read can be made)
         self._previous_counts: np.ndarray | None = None
         self._phase_start = 0.0
         self._rest_since = np.full(SLIDERS, math.nan)  # per slider: at rest (and on target) since
@@ -174,16 +175,23 @@ class DriveCore:
         if self.state is not DriveState.BRAKED:
             raise InvalidInputError(f"the drive starts from {DriveState.BRAKED.value}, not {self.state.value}")
         board = self.board
-        board.write_duty(np.zeros(SLIDERS))
-        board.set_amplifiers(False)
-        board.set_brakes(False)
-        board.set_expiration_states()
-        board.start_watchdog(self.limits.watchdog_timeout)
-        board.start_sampling(self.limits.sample_rate)
-        board.set_amplifiers(True)
-        board.set_brakes(True)
         self._previous_counts = None
         self.zero_counts = None
+        try:
+            board.write_duty(np.zeros(SLIDERS))
+            board.set_amplifiers(False)
+            board.set_brakes(False)
+            board.set_expiration_states()
+            board.start_watchdog(self.limits.watchdog_timeout)
+            if not self.sampling:  # once: the board's clock keeps sampling through faults and resets
+                board.start_sampling(self.limits.sample_rate)
+                self.sampling = True
+            board.set_amplifiers(True)
+            board.set_brakes(True)
+        except BoardError as error:
+            self._refused(error)
+            self._latch(f"board error: {error}")
+            return
         self._enter(DriveState.CALIBRATING, now)
 
     def reset(self, now: float) -> str:
@@ -216,6 +224,8 @@ class DriveCore:
                 self._latch(f"board error: {error}")
 
     def _tick(self, now: float) -> None:
+        if not self.sampling:
+            return  # the power-up failed before the board's clock started: nothing to read
         sample = self.board.read()
         self.sample = sample
         dt = self.period if math.isnan(self._last_tick) else max(now - self._last_tick, self.period)

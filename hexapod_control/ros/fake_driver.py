@@ -241,11 +241,15 @@ class FakeDriverNode(HexapodNode):
             parameters.safety.diagnostics_period
         )
         self._throttle = DiagnosticThrottle(parameters.safety.diagnostics_period)
-        # A board paced by its own clock is always due: its blocking read waits for the next sample.
-        paced_by_board = self.board_kind == QUANSER_BOARD
         self.loop = WaitSetLoop(self, Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS, self._on_commands,
-                                (lambda: 0.0) if paced_by_board else (lambda: self.timing.deadline),
-                                self._on_deadline, SERVICE_POLL_PERIOD_S)
+                                self._deadline, self._on_deadline, SERVICE_POLL_PERIOD_S)
+
+    def _deadline(self) -> float:
+        """When the next tick is due: a board paced by its own clock is always due once it samples
+        (its blocking read waits for the next sample); otherwise the PC's schedule."""
+        if self.board_kind == QUANSER_BOARD and self.drive.sampling:
+            return 0.0
+        return self.timing.deadline
 
     def spin(self, executor) -> None:
         use_realtime_priority(self, self.realtime_priority)
