@@ -106,6 +106,13 @@ def hardware_module(board, plant):
                 elif line in channels.brake_channels:
                     plant.brakes_released = bool(value) == levels.brake_release_high
 
+        def _write(self, analog_channels, analog_count, pwm_channels, pwm_count, digital_channels, digital_count,
+                   other_channels, other_count, analog, pwm, digital, other):
+            if pwm_count:
+                self._write_pwm(pwm_channels, pwm_count, pwm)
+            if digital_count:
+                self._write_digital(digital_channels, digital_count, digital)
+
         def _task_create_reader(self, *arguments):
             return "reader task"
 

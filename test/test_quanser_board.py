@@ -57,9 +57,14 @@ class Rig:
     def names(self, start=0):
         return [name for name, _ in self.calls[start:]]
 
-    def writes(self, name, lines, start=0):
-        """The values written by ``name`` calls on exactly ``lines``, from call ``start`` on."""
-        return [arguments[2] for call, arguments in self.calls[start:] if call == name and list(arguments[0]) == list(lines)]
+    def writes(self, lines, start=0):
+        """The values written to exactly ``lines`` by write_digital, from call ``start`` on."""
+        return [arguments[2] for call, arguments in self.calls[start:]
+                if call == "write_digital" and list(arguments[0]) == list(lines)]
+
+    def duty_writes(self, start=0):
+        """(PWM amplitudes, direction lines) of every sample's write, from call ``start`` on."""
+        return [(arguments[9], arguments[10]) for call, arguments in self.calls[start:] if call == "write"]
 
 
 @pytest.fixture
@@ -102,7 +107,7 @@ def test_commands_are_served_only_after_homing():
     expected = list(np.abs(command) * np.array(BOARD.scaling.lead_radius) / np.array(BOARD.scaling.torque_constant)
                     / np.array(BOARD.scaling.amplifier_gain))
     first_served_call = next(i for i, (name, args) in enumerate(fresh.calls)
-                             if name == "write_pwm" and np.allclose(args[2], expected, rtol=1e-12))
+                             if name == "write" and np.allclose(args[9], expected, rtol=1e-12))
     assert first_served_call > fresh.homed_at
 
 
@@ -110,13 +115,12 @@ def test_force_to_pwm_scaling_and_direction_with_the_polarities(rig):
     command = np.array([100.0, -50.0, 25.0, -12.5, 0.0, 1e6])  # the last beyond the current limit
     rig.core.command.receive(command.tolist(), rig.now)
     rig.tick()
-    _, args = [call for call in rig.calls if call[0] == "write_pwm"][-1]
+    amplitudes, directions = rig.duty_writes()[-1]
     scaling = BOARD.scaling
     newtons_per_duty = np.array(scaling.amplifier_gain) * np.array(scaling.torque_constant) / np.array(scaling.lead_radius)
     current = np.clip(command * np.array(scaling.lead_radius) / np.array(scaling.torque_constant),
                       -np.array(scaling.current_limit), np.array(scaling.current_limit))  # I = F r / k_t, saturated
-    np.testing.assert_allclose(args[2], np.abs(current) / np.array(scaling.amplifier_gain), rtol=1e-12)
-    directions = rig.writes("write_digital", BOARD.channels.direction_channels)[-1]
+    np.testing.assert_allclose(amplitudes, np.abs(current) / np.array(scaling.amplifier_gain), rtol=1e-12)
     motor_negative = current * np.array(scaling.motor_polarity) < 0.0
     assert list(directions) == [int(n == BOARD.levels.reverse_direction_high) for n in motor_negative]
     # The stand-in's motors get the forces the core reports (its own scaling and polarities).
@@ -138,16 +142,13 @@ def test_every_fault_path_zeroes_the_outputs_disables_the_amplifiers_and_applies
         rig.plant.count_jumps[1] = 1e5
     rig.tick()
     assert rig.core.state is DriveState.FAULT
-    after = rig.calls[mark:]
-    names = [name for name, _ in after]
-    pwm = [args for name, args in after if name == "write_pwm"]
-    assert pwm and list(pwm[-1][2]) == [0.0] * 6
+    duty = rig.duty_writes(mark)
+    assert duty and list(duty[-1][0]) == [0.0] * 6
     disabled = int(not BOARD.levels.enable_active_high)  # the level that disables (high here)
-    assert [list(v) for v in rig.writes("write_digital", BOARD.channels.enable_channels, mark)] == [[disabled] * 6]
+    assert [list(v) for v in rig.writes(BOARD.channels.enable_channels, mark)] == [[disabled] * 6]
     applied = int(not BOARD.levels.brake_release_high)
-    assert [list(v) for v in rig.writes("write_digital", BOARD.channels.brake_channels, mark)] == [
+    assert [list(v) for v in rig.writes(BOARD.channels.brake_channels, mark)] == [
         [applied] * len(BOARD.channels.brake_channels)]
-    assert "write_pwm" in names
     if fault == "watchdog":  # the protected board refused them; each was still tried, the refusals kept
         assert rig.core.board_errors == 3
     else:

@@ -18,7 +18,8 @@ built, so the rest of the package works without it. Calls, in the order the core
 - sampling: ``task_create_reader`` over the encoders, the fault lines and the encoder velocities
   ("other" channels), started on ``Clock.HARDWARE_CLOCK_0`` at ``sample_rate``; each ``read`` is a
   blocking ``task_read`` of one sample, which paces the loop by the board's clock.
-- every sample: ``watchdog_reload``, ``write_pwm`` (amplitudes) and ``write_digital`` (directions).
+- every sample: ``watchdog_reload``, then one ``write`` of the PWM amplitudes and direction lines;
+  enable and brake lines by ``write_digital`` when they change.
 - close: safe outputs, ``task_stop``, ``task_delete``, ``watchdog_stop``, ``watchdog_clear``, ``close``.
 """
 
@@ -128,8 +129,9 @@ class QuanserBoard(Board):
         duty = np.clip(np.asarray(duty, dtype=float), -1.0, 1.0)
         self._amplitudes[:] = np.abs(duty)
         self._direction_lines[:] = (duty < 0.0) == self._levels.reverse_direction_high
-        self._call("write_pwm", self._pwm, SLIDERS, self._amplitudes)
-        self._call("write_digital", self._directions, SLIDERS, self._direction_lines)
+        # One write for amplitudes and directions: one transaction with the board per sample.
+        self._call("write", None, 0, self._pwm, SLIDERS, self._directions, SLIDERS, None, 0,
+                   None, self._amplitudes, self._direction_lines, None)
 
     def set_amplifiers(self, enabled: bool) -> None:
         lines = self._lines(enabled == self._levels.enable_active_high, SLIDERS)
