@@ -7,8 +7,8 @@ TRAVEL_MARGIN = 0.005  # [m] the travel bound just beyond the stop the sliders r
 # The example's gains are Quanser's for the robot, whose motors add inertia; on light simulated
 # sliders their damping makes the 1 ms loop oscillate, as the double loop's robot gains do
 # (gain_set simulated_plant). Faster moves and a short settle time keep the tests short.
-SIMULATED_POWER_UP = {"calibration_speed": 0.05, "homing_speed": 0.2, "settle_time": 0.05,
-                      "homing_stiffness": 3000.0, "homing_damping": 200.0, "homing_integral": 4000.0}
+SIMULATED_POWER_UP = {"calibration_speed": 0.2, "homing_speed": 0.4, "settle_time": 0.02,
+                      "homing_stiffness": 10000.0, "homing_damping": 300.0, "homing_integral": 10000.0}
 
 
 def board_overlay(stop: float, **limits) -> dict:
