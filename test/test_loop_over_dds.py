@@ -52,7 +52,7 @@ def test_the_stack_tracks_against_the_fake_driver(tmp_path, context, executor, c
     driver_file.write_text(yaml.safe_dump(document))
     node = rclpy.create_node("loop_test", context=context)
     executor.add_node(node)
-    poses, references, status = {}, {}, {"answering": False, "faults": 0, "stack": ""}
+    poses, references, status = {}, {}, {"answering": False, "faults": 0, "stack": "", "driver": ""}
     speeds = [np.inf]
 
     def on_pose(message):
@@ -68,6 +68,7 @@ def test_the_stack_tracks_against_the_fake_driver(tmp_path, context, executor, c
             values = {kv.key: kv.value for kv in entry.values}
             if entry.name.startswith("hexapod_fake_driver"):
                 status["answering"] = float(values.get("commands_per_state", "nan")) >= ANSWERING
+                status["driver"] = entry.message
             elif entry.name.startswith("hexapod_robot_stack"):
                 status["faults"] = int(values.get("faults", 0))
                 status["stack"] = f"{entry.message} (last error: {values.get('last_error', '')})"
@@ -83,8 +84,10 @@ def test_the_stack_tracks_against_the_fake_driver(tmp_path, context, executor, c
     driver = NodeProcess("hexapod_control.ros.fake_driver", tmp_path / "driver.log", ("params_file", driver_file),
                          ("realtime_priority", CONTROL_LOOP_PRIORITY), ("board", board))
     try:
-        spin_until(executor, lambda: status["answering"] and speeds[0] < REST_SPEED_M_S, STARTUP_TIMEOUT_S,
-                   "the platform resting on its stops, the stack answering the driver's states")
+        # On a board the drive serves commands once powered up: not while it powers up or after a fault.
+        serving = ("applying commands", "no valid command yet: zero force", "command timed out: zero force")
+        spin_until(executor, lambda: status["answering"] and speeds[0] < REST_SPEED_M_S and status["driver"] in serving,
+                   STARTUP_TIMEOUT_S, "the platform resting on its stops, the stack answering the driver's states")
         node.destroy_subscription(resting)
         for service, kind, request in (("arm", SetBool, SetBool.Request(data=True)), ("start", Trigger, Trigger.Request())):
             client = node.create_client(kind, f"/hexapod_robot_stack/{service}")
