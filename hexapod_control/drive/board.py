@@ -12,12 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hexapod_control.errors import HexapodError
-
-
-class BoardError(HexapodError):
-    """The board refused an operation (a HIL error, a closed board)."""
-
 
 @dataclass
 class BoardSample:
@@ -30,7 +24,8 @@ class BoardSample:
 
 
 class Board:
-    """The operations of a board, in the order the core uses them (see drive/core.py)."""
+    """The operations of a board, in the order the core uses them (see drive/core.py); a refused one
+    raises :class:`hexapod_control.errors.BoardError`."""
 
     def open(self) -> None:
         """Connect; every output in its safe state (zero duty, amplifiers disabled, brakes applied)."""

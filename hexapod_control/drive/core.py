@@ -56,8 +56,8 @@ import math
 
 import numpy as np
 
-from hexapod_control.drive.board import Board, BoardError, BoardSample
-from hexapod_control.errors import InvalidInputError
+from hexapod_control.drive.board import Board, BoardSample
+from hexapod_control.errors import BoardError, InvalidInputError
 from hexapod_control.model.board_parameters import BoardParameters
 from hexapod_control.ros.conventions import effort_array
 

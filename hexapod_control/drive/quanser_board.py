@@ -29,9 +29,9 @@ import importlib
 
 import numpy as np
 
-from hexapod_control.drive.board import Board, BoardError, BoardSample
+from hexapod_control.drive.board import Board, BoardSample
 from hexapod_control.drive.core import SLIDERS
-from hexapod_control.errors import ParameterError
+from hexapod_control.errors import BoardError, ParameterError
 from hexapod_control.model.board_parameters import BoardParameters
 
 HIL_MODULE = "quanser.hardware"

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hexapod_control.drive.board import Board, BoardError, BoardSample
+from hexapod_control.drive.board import Board, BoardSample
 from hexapod_control.drive.core import SLIDERS, ForceScaling
-from hexapod_control.errors import HexapodError, ParameterError, SimulationDivergedError
+from hexapod_control.errors import BoardError, HexapodError, ParameterError, SimulationDivergedError
 from hexapod_control.model.parameters import HexapodParameters, Limits
 from hexapod_control.simulation.embedded import EmbeddedSimulator
 

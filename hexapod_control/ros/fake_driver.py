@@ -95,10 +95,9 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from hexapod_control.control.loop import DiagnosticThrottle
-from hexapod_control.drive.board import BoardError
 from hexapod_control.drive.core import CommandHold, DriveCore, DriveState
 from hexapod_control.drive.simulated_board import EndStopPlant, SimulatedBoard, whole_plant_steps
-from hexapod_control.errors import InvalidInputError, ParameterError
+from hexapod_control.errors import BoardError, InvalidInputError, ParameterError
 from hexapod_control.model.parameters import HexapodParameters
 from hexapod_control.ros.common import (
     LEVEL_ERROR,
