@@ -43,7 +43,7 @@ class Rig:
     def until(self, state, ticks=POWER_UP_TICKS):
         for _ in range(ticks):
             if self.core.state is state:
-                return
+                return self
             self.tick()
         pytest.fail(f"not {state.value} after {ticks} samples: {self.core.state.value} {self.core.fault!r}")
 
@@ -61,9 +61,7 @@ class Rig:
 @pytest.fixture
 def rig():
     """A fresh rig powered up to ENABLED (the power-up is run once per test: faults change it)."""
-    fresh = Rig()
-    fresh.until(DriveState.ENABLED)
-    return fresh
+    return Rig().until(DriveState.ENABLED)
 
 
 def test_power_up_calibrates_on_the_stops_homes_to_mid_stroke_then_serves(rig):

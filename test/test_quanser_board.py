@@ -50,7 +50,7 @@ class Rig:
     def until(self, state):
         for _ in range(POWER_UP_SAMPLES):
             if self.core.state is state:
-                return
+                return self
             self.tick()
         pytest.fail(f"not {state.value}: {self.core.state.value} {self.core.fault!r}")
 
@@ -69,9 +69,7 @@ class Rig:
 
 @pytest.fixture
 def rig():
-    fresh = Rig()
-    fresh.until(DriveState.ENABLED)
-    return fresh
+    return Rig().until(DriveState.ENABLED)
 
 
 def test_expiration_states_come_before_the_watchdog_and_the_amplifiers_after_it(rig):
