@@ -3,9 +3,9 @@
 Over DDS the driver runs as its own process (python -m hexapod_control.ros.fake_driver), with
 travel limits that catch the sinking platform (``STOP``) as a real robot's stops do, at the robot
 stack's SCHED_FIFO priority where the machine permits it (other processes' load then does not
-stall it for whole command timeouts). Waits spin an
-executor against generous deadlines; time bounds compare the driver's stamps (system time) with
-each other or with this process's system clock.
+stall it for whole command timeouts). Waits spin an executor against generous deadlines. No
+duration is asserted: the tests check the order of events, comparing the driver's stamps (system
+time) with each other or with this process's system clock.
 """
 
 import math
