@@ -439,13 +439,11 @@ def test_on_the_simulated_board_the_driver_powers_up_serves_and_resets_its_fault
             assert answer.success and answer.message.startswith("reset after"), answer.message
         else:
             pytest.fail(f"no power-up completed in {RESETS_ALLOWED + 1} attempts: {messages[-3:]}")
-        enabled = len(messages) - 1 - messages[::-1].index("no valid command yet: zero force")
-        assert any(m.startswith("powering up") for m in messages[:enabled])
-        # Calibration's joint state comes first: every slider at its reference stop, exactly.
-        assert [STOP] * 6 in [list(s.position) for s in states]
+        # Enabled, no command yet: zero force, and the platform sinks back onto the stops where the
+        # encoders were zeroed: there the positions are the reference, exactly.
+        spin_until(executor, lambda: list(states[-1].effort) == [0.0] * 6 and list(states[-1].position) == [STOP] * 6,
+                   DELIVERY_TIMEOUT_S, "zero effort, the platform on the stops where it was calibrated")
         assert list(states[-1].name) == list(PARAMETERS.ros.joint_names)
-        # Enabled, no command yet: zero force (the states queued before it show the homing's forces).
-        spin_until(executor, lambda: list(states[-1].effort) == [0.0] * 6, DELIVERY_TIMEOUT_S, "zero effort")
         answer = reset()
         assert not answer.success and answer.message == "nothing to reset: the drive is enabled"
     finally:
