@@ -72,6 +72,7 @@ CONSOLE_SCRIPTS = [
     "hexapod_controller_node = hexapod_control.ros.controller_node:main",
     "hexapod_simulator_node = hexapod_control.ros.simulator_node:main",
     "hexapod_fake_driver = hexapod_control.ros.fake_driver:main",
+    "hexapod_drive = hexapod_control.ros.fake_driver:drive_main",
     "hexapod_robot_stack = hexapod_control.ros.robot_stack:main",
     "hexapod_sim_stack = hexapod_control.ros.stack:main",
     "hexapod_gazebo_description = hexapod_control.simulation.gazebo_description:main",

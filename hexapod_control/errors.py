@@ -55,3 +55,7 @@ class BagError(HexapodError):
 
 class StackStalledError(HexapodError):
     """A lockstep stage of the simulated ROS stack did not complete in time (a node died or discovery failed)."""
+
+
+class BoardError(HexapodError):
+    """A drive's board refused an operation (a HIL error, a closed board)."""

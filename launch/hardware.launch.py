@@ -10,7 +10,13 @@ benchmarks/bench_loop.py). ``layout:=separate_nodes`` starts the FK, trajectory 
 nodes as separate processes instead (services /hexapod_controller/arm, /hexapod_trajectory/start),
 for labs that want to replace one of them.
 
-The driver (not started here) must provide /joint_states at ``controllers.rate`` with the joint
+``driver:=none`` (default): the lab's own driver, not started here. ``driver:=quanser`` starts
+hexapod_drive on a Quanser HIL board (its default ``board:=quanser``: the ``hexapod.board`` section of the
+parameters file is required, the Quanser SDK's Python API too; NOT RUN ON HARDWARE, see
+doc/quanser_driver.md); ``driver:=fake`` starts hexapod_fake_driver (with ``gain_set:=simulated_plant``).
+Either driver runs at the stack's ``realtime_priority``.
+
+The driver must provide /joint_states at ``controllers.rate`` with the joint
 names of the parameters file (joint_state_broadcaster) and a JointGroupEffortController listening on
 /effort_controller/commands; the two topic arguments remap them if the driver names them otherwise.
 Nothing moves on its own: the controller starts disarmed (zero forces), and the trajectory node
@@ -78,6 +84,9 @@ def generate_launch_description():
                               description="start RViz (TF of the 25 bodies is published either way)"),
         DeclareLaunchArgument("inverse_dynamics", default_value="false", choices=["true", "false"],
                               description="start the inverse-dynamics node (predicted forces, residual, feed-forward)"),
+        DeclareLaunchArgument("driver", default_value="none", choices=["quanser", "fake", "none"],
+                              description="quanser: hexapod_drive on a Quanser board (hexapod.board section; not run "
+                                          "on hardware); fake: hexapod_fake_driver; none: the lab's own driver"),
         DeclareLaunchArgument("realtime_priority", default_value=str(CONTROL_LOOP_PRIORITY),
                               description="one_process: SCHED_FIFO priority of hexapod_robot_stack's threads, as "
                                           "ros2_control's controller manager; 0: the normal scheduler"),
@@ -117,6 +126,19 @@ def generate_launch_description():
             condition=IfCondition(LaunchConfiguration("inverse_dynamics")),
             parameters=[common, {"use_sim_time": use_sim_time}],
             remappings=[joint_states, commands],
+        ),
+    ]
+    driver_priority = {"realtime_priority": ParameterValue(LaunchConfiguration("realtime_priority"), value_type=int)}
+    nodes += [
+        Node(
+            package=PACKAGE, executable="hexapod_drive", name="hexapod_drive", output="screen",
+            condition=IfCondition(EqualsSubstitution(LaunchConfiguration("driver"), "quanser")),
+            parameters=[common, driver_priority], remappings=[joint_states, commands],
+        ),
+        Node(
+            package=PACKAGE, executable="hexapod_fake_driver", name="hexapod_fake_driver", output="screen",
+            condition=IfCondition(EqualsSubstitution(LaunchConfiguration("driver"), "fake")),
+            parameters=[common, driver_priority], remappings=[joint_states, commands],
         ),
     ]
     visualization = IncludeLaunchDescription(

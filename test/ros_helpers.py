@@ -37,7 +37,9 @@ class NodeProcess:
                                         stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy())
 
     def output(self) -> str:
-        self._log.flush()
+        """The end of the process's output; also after ``stop`` closed the log."""
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text()[-3000:]
 
     def stop(self) -> int:

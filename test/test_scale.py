@@ -79,8 +79,9 @@ def test_the_quasi_static_error_of_computed_torque_under_a_gravity_mismatch_is_k
     """At rest tau = M_bar J_A^-1 K_P e + g_model balances g_plant: e = K_P^-1 J_A M_bar^-1 (g_plant - g_model)."""
     plant_file = tmp_path / "heavier_gravity.yaml"
     plant_file.write_text(yaml.safe_dump({"extends": SHIPPED, "hexapod": {"gravity": 10.5}}))
+    # 1 s: the ramp from the measured pose at arming (trajectories.move.minimum_duration), then settled.
     case = cases_of(tmp_path, controllers=[{"name": "computed_torque", "gain_set": "robot"}], trajectory="hold",
-                    duration=0.4, start_offset=0.0, plant_parameters=str(plant_file),
+                    duration=1.0, start_offset=0.0, plant_parameters=str(plant_file),
                     grid={"loop_delay": [0], "delay_compensation": [False]}, stability={"window": 0.1})[0]
     row = run_case(case)
     assert row["error"] == "" and row["stable"]

@@ -720,6 +720,10 @@ class HexapodParameters(_Section):
     actuators: ActuatorSettings
     identification: IdentificationSettings
     inverse_dynamics: InverseDynamicsSettings
+    # Completed by model/board_parameters.py, which the package hexapod_control.model imports first.
+    board: BoardParameters | None = Field(  # noqa: F821
+        default=None, description="the drive side's board (model/board_parameters.py); absent: the lab's own driver"
+    )
 
     _source: str = PrivateAttr(default=IN_MEMORY)
 
@@ -949,12 +953,22 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
         field = model.model_fields.get(part) if isinstance(part, str) else None
         if not _is_section(field):
             return None
-        model = field.annotation  # type: ignore[assignment]
+        model = _section_model(field)  # type: ignore[assignment]
     return model
 
 
 def _is_section(field: Any) -> bool:
-    return field is not None and isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+    return _section_model(field) is not None
+
+
+def _section_model(field: Any) -> type[BaseModel] | None:
+    """The model of a section field, also of an optional section (``Model | None``)."""
+    if field is None:
+        return None
+    for candidate in (field.annotation, *get_args(field.annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
 
 
 def _size(field: Any, ctx: Mapping[str, Any]) -> str:

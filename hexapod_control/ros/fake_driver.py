@@ -25,7 +25,15 @@ Publishes   ``/joint_states`` (sensor_msgs/JointState) once per loop tick, as
 Parameters  ``params_file``; ``rate`` [Hz] (default ``simulation.rate``, which it must divide);
             ``command_timeout`` [s] (default ``DEFAULT_COMMAND_TIMEOUT_S``); ``timing_log`` (below);
             ``realtime_priority`` (default 0, the normal scheduler; 1-99: SCHED_FIFO for its
-            threads, as the robot's ros2_control driver would run).
+            threads, as the robot's ros2_control driver would run); ``board`` (below).
+Board       ``board:=none`` (default): the forces act on the plant directly, as described here.
+            ``simulated`` or ``quanser``: the driver core of hexapod_control.drive runs in this
+            loop over that board (its power-up, its command timeout and protections, its latched
+            faults; doc/quanser_driver.md), with the ``hexapod.board`` section of ``params_file``,
+            which then sets the rate and the command timeout; joint states start once the
+            encoders are calibrated. Service ``~/reset`` (std_srvs/Trigger) clears a latched fault.
+            The simulated board's plant is this module's; a Quanser board paces the loop by its
+            clock (its blocking read), the others by the deadlines below.
 
 Loop. One thread does everything (:class:`hexapod_control.ros.wait_set_loop.WaitSetLoop`): it
 waits for commands until the next absolute ``time.monotonic`` deadline, 1/``rate`` apart, and at the
@@ -84,10 +92,13 @@ import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
 
 from hexapod_control.control.loop import DiagnosticThrottle
-from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError, SimulationDivergedError
-from hexapod_control.model.parameters import HexapodParameters, Limits
+from hexapod_control.drive.core import CommandHold, DriveCore, DriveState
+from hexapod_control.drive.simulated_board import EndStopPlant, SimulatedBoard, whole_plant_steps
+from hexapod_control.errors import BoardError, InvalidInputError, ParameterError
+from hexapod_control.model.parameters import HexapodParameters
 from hexapod_control.ros.common import (
     LEVEL_ERROR,
     LEVEL_OK,
@@ -95,12 +106,13 @@ from hexapod_control.ros.common import (
     RELIABLE_QOS,
     DiagnosticsPublisher,
     HexapodNode,
+    declare_choice,
     declare_realtime_priority,
     declare_timing_log,
     run_node,
     use_realtime_priority,
 )
-from hexapod_control.ros.conventions import TOPICS, effort_array
+from hexapod_control.ros.conventions import TOPICS
 from hexapod_control.ros.timing_log import TimingLog
 from hexapod_control.ros.wait_set_loop import WaitSetLoop
 from hexapod_control.simulation.embedded import EmbeddedSimulator
@@ -110,11 +122,19 @@ NODE_NAME = "hexapod_fake_driver"
 # keeps control; a dead one lets go within 50 ms. The robot's drives want the shortest timeout
 # their controller's measured gaps allow, since the last force acts for that long.
 DEFAULT_COMMAND_TIMEOUT_S = 0.05
-# simulation.rate / rate must be a whole number of plant steps per tick, up to float round-off.
-STEPS_PER_TICK_TOLERANCE = 1e-9
 # Parameter services and /diagnostics' neighbours are served this often between ticks [s]: a
 # parameter request waits at most this long, and polling the executor costs nothing in between.
 SERVICE_POLL_PERIOD_S = 0.01
+DRIVE_NODE_NAME = "hexapod_drive"
+NO_BOARD, SIMULATED_BOARD, QUANSER_BOARD = "none", "simulated", "quanser"
+STATUS_NAMES = {NO_BOARD: "fake ros2_control driver", SIMULATED_BOARD: "drive on a simulated board",
+                QUANSER_BOARD: "drive on a Quanser board"}
+BOARD_KINDS = (NO_BOARD, SIMULATED_BOARD, QUANSER_BOARD)
+BOARD_DESCRIPTION = (
+    "none: the forces act on the embedded plant directly; simulated: the embedded plant behind a simulated board, "
+    "with the drive's power-up and faults (hexapod_control.drive); quanser: a Quanser HIL board (not run on "
+    "hardware). Both boards need the hexapod.board section of params_file"
+)
 PERIOD_PERCENTILE = 99.0  # reported tick-period percentile
 
 
@@ -129,128 +149,13 @@ def declare_positive(node, name: str, default: float, description: str) -> float
 
 def steps_per_tick(plant_rate: float, rate: float, source: str) -> int:
     """Plant steps per loop tick; ParameterError unless ``rate`` divides ``simulation.rate``."""
-    ratio = plant_rate / rate
-    steps = round(ratio)
-    if steps < 1 or abs(ratio - steps) > STEPS_PER_TICK_TOLERANCE * ratio:
+    steps = whole_plant_steps(plant_rate, rate)
+    if steps is None:
         raise ParameterError(
             f"ROS parameter 'rate' = {rate} Hz must divide hexapod.simulation.rate = {plant_rate} Hz of {source} "
             f"(a whole number of plant steps per tick)"
         )
     return steps
-
-
-# ------------------------------------------------------------------------------------------ command
-class CommandHold:
-    """The latest valid effort command, applied for ``timeout`` seconds after it arrived.
-
-    ``receive`` takes each command as the loop takes it and ``forces`` is asked at each tick; the
-    command and its arrival time are kept together as one tuple.
-    """
-
-    def __init__(self, size: int, timeout: float):
-        self.size = size
-        self.timeout = timeout
-        self.zero = np.zeros(size)
-        self._latest: tuple[np.ndarray, float] | None = None  # (forces [N], monotonic arrival [s])
-        self.received = 0  # every command, valid or not
-        self.rejected = 0
-        self.timeouts = 0  # times a held command expired
-        self._active = False
-
-    def receive(self, data, now: float) -> None:
-        """Take a command's data arriving at ``now``; InvalidInputError (counted) if malformed."""
-        self.received += 1
-        try:
-            forces = effort_array(data, self.size)
-        except InvalidInputError:
-            self.rejected += 1
-            raise
-        self._latest = (forces, now)
-
-    def forces(self, now: float) -> tuple[np.ndarray, bool]:
-        """(forces to apply at ``now``, whether they are a held command rather than zero)."""
-        latest = self._latest
-        active = latest is not None and now - latest[1] <= self.timeout
-        if self._active and not active:
-            self.timeouts += 1
-        self._active = active
-        return (latest[0], True) if active else (self.zero, False)
-
-
-# ------------------------------------------------------------------------------------------ plant
-class EndStopPlant:
-    """The embedded simulator with end stops at the travel limits (see the module doc).
-
-    ``steps`` counts plant steps since construction (the simulator's own clock restarts at
-    every stop contact); ``end_stop_contacts`` counts the steps that ended on a stop.
-    ``collapse`` is "" until the platform sinks past the end of the model, then the simulator's
-    message: from then on the plant stays frozen at rest and only the applied forces follow the
-    commands.
-    """
-
-    def __init__(self, plant: EmbeddedSimulator, limits: Limits):
-        self.plant = plant
-        self.lower = limits.actuator_position_min
-        self.upper = limits.actuator_position_max
-        self.steps = 0
-        self.end_stop_contacts = 0
-        self.collapse = ""
-        # Where the last successful step started: the dynamics were evaluated there, so it
-        # assembles. A step can end just past the end of the model, which only the next one finds.
-        self._last_start, _ = plant.true_state
-
-    def advance(self, forces: np.ndarray, steps: int) -> None:
-        """Apply ``forces`` and step ``steps`` times."""
-        for _ in range(steps):
-            self._step(forces)
-            self.steps += 1
-
-    def _step(self, forces: np.ndarray) -> None:
-        self.plant.apply_forces(forces)
-        if self.collapse:
-            return
-        q_start, _ = self.plant.true_state
-        try:
-            self.plant.step()
-        except SimulationDivergedError as error:
-            self._freeze(error, forces, q_start, self._last_start)
-            return
-        self._last_start = q_start
-        q, qd = self.plant.true_state
-        below, above = q < self.lower, q > self.upper
-        if not (below.any() or above.any()):
-            return
-        self.end_stop_contacts += 1
-        qd = np.where(below, np.maximum(qd, 0.0), np.where(above, np.minimum(qd, 0.0), qd))
-        try:
-            self._reseat(np.clip(q, self.lower, self.upper), qd, forces)
-        except HexapodError as error:  # the stopped configuration does not assemble: the model ends there
-            self._freeze(error, forces, q_start)
-
-    def _freeze(self, error: HexapodError, forces: np.ndarray, *candidates: np.ndarray) -> None:
-        """Stop the plant at rest at the first of ``candidates`` that assembles."""
-        self.collapse = str(error)
-        for q in candidates:
-            try:
-                self._reseat(q, np.zeros_like(q), forces)
-                return
-            except HexapodError:
-                continue
-        raise error  # no candidate assembles: the last successful step's start always should
-
-    def _reseat(self, q: np.ndarray, qd: np.ndarray, forces: np.ndarray) -> None:
-        self.plant.reset(q, qd)
-        self.plant.apply_forces(forces)  # reset zeroes the forces; the drives still push
-
-    def joint_positions(self) -> np.ndarray:
-        return self.plant.joint_positions()
-
-    def joint_velocities(self) -> np.ndarray:
-        return self.plant.joint_velocities()
-
-    @property
-    def applied_forces(self) -> np.ndarray:
-        return self.plant.applied_forces
 
 
 # ------------------------------------------------------------------------------------------ loop timing
@@ -291,41 +196,76 @@ class TickSchedule:
 # ------------------------------------------------------------------------------------------ node
 class FakeDriverNode(HexapodNode):
     default_name = NODE_NAME
+    default_board = NO_BOARD
 
     def _setup(self, parameters: HexapodParameters) -> None:
         self.joint_names = list(parameters.ros.joint_names)
-        self.rate = declare_positive(self, "rate", parameters.simulation.rate, "loop rate [Hz]; must divide simulation.rate")
-        self.steps_per_tick = steps_per_tick(parameters.simulation.rate, self.rate, parameters.source)
+        self.board_kind = declare_choice(self, "board", self.default_board, BOARD_KINDS, BOARD_DESCRIPTION)
+        self.drive = make_drive(self.board_kind, parameters)
+        if self.drive is None:
+            self.rate = declare_positive(self, "rate", parameters.simulation.rate,
+                                         "loop rate [Hz]; must divide simulation.rate")
+            self.steps_per_tick = steps_per_tick(parameters.simulation.rate, self.rate, parameters.source)
+        else:  # the board section rules the rate and the command timeout
+            self.rate, self.steps_per_tick = parameters.board.limits.sample_rate, 1
         self.period = 1.0 / self.rate
-        timeout = declare_positive(
-            self, "command_timeout", DEFAULT_COMMAND_TIMEOUT_S, "zero force when the last command is older than this [s]"
-        )
-        if timeout < self.period:
-            raise ParameterError(
-                f"ROS parameter 'command_timeout' = {timeout} s of node {self.get_name()!r} is shorter than one loop "
-                f"period ({self.period} s): every command would expire before the next tick"
+        if self.drive is None:
+            timeout = declare_positive(
+                self, "command_timeout", DEFAULT_COMMAND_TIMEOUT_S, "zero force when the last command is older than this [s]"
             )
+            if timeout < self.period:
+                raise ParameterError(
+                    f"ROS parameter 'command_timeout' = {timeout} s of node {self.get_name()!r} is shorter than one loop "
+                    f"period ({self.period} s): every command would expire before the next tick"
+                )
+            self.command = CommandHold(len(self.joint_names), timeout)
+        else:
+            self.command = self.drive.command
+            self.create_service(Trigger, "~/reset", self._on_reset)
         timing_log = declare_timing_log(self, "state stamps and command arrivals")
         self.realtime_priority = declare_realtime_priority(self, 0)
-        self.command = CommandHold(len(self.joint_names), timeout)
         self.timing_log = TimingLog(timing_log, ("state_stamps", "command_arrivals"))
         self.window_states = self.window_commands = 0  # since the last /diagnostics
-        self.plant = EndStopPlant(EmbeddedSimulator(parameters), parameters.limits)
+        if self.drive is None:
+            self.plant = EndStopPlant(EmbeddedSimulator(parameters), parameters.limits)
+        else:  # the simulated board's own plant; none behind a real board
+            self.plant = getattr(self.drive.board, "plant", None)
         self.timing = TickSchedule(self.period, time.monotonic(), round(parameters.safety.diagnostics_period * self.rate))
 
         self._state = JointState()  # reused: publish serialises it at once
         self._state.name = self.joint_names
         self.state_publisher = self.create_publisher(JointState, TOPICS["joint_states"], RELIABLE_QOS)
         self.diagnostics = DiagnosticsPublisher(
-            self, TOPICS["diagnostics"], f"{self.get_name()}: fake ros2_control driver", parameters.safety.diagnostics_period
+            self, TOPICS["diagnostics"], f"{self.get_name()}: {STATUS_NAMES[self.board_kind]}",
+            parameters.safety.diagnostics_period
         )
         self._throttle = DiagnosticThrottle(parameters.safety.diagnostics_period)
         self.loop = WaitSetLoop(self, Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS, self._on_commands,
-                                lambda: self.timing.deadline, self._on_deadline, SERVICE_POLL_PERIOD_S)
+                                self._deadline, self._on_deadline, SERVICE_POLL_PERIOD_S)
+
+    def _deadline(self) -> float:
+        """When the next tick is due: a board paced by its own clock is always due once it samples
+        (its blocking read waits for the next sample); otherwise the PC's schedule."""
+        if self.board_kind == QUANSER_BOARD and self.drive.sampling:
+            return 0.0
+        return self.timing.deadline
 
     def spin(self, executor) -> None:
         use_realtime_priority(self, self.realtime_priority)
+        if self.drive is not None:
+            self.drive.start(time.monotonic())
         self.loop.spin(executor)
+
+    def _on_reset(self, request, response):
+        """The operator's reset of a latched drive fault (std_srvs/Trigger)."""
+        before = self.drive.state
+        try:
+            response.message = self.drive.reset(time.monotonic())
+            response.success = before is DriveState.FAULT
+        except BoardError as error:  # the board refused: the fault stays latched
+            response.message, response.success = f"reset refused by the board: {error}", False
+        self.get_logger().warning(f"~/reset: {response.message}")
+        return response
 
     # -------------------------------------------------------------- commands
     def _on_commands(self, messages: list[Float64MultiArray]) -> None:
@@ -343,22 +283,43 @@ class FakeDriverNode(HexapodNode):
         self._tick(now, self.timing.begin(now) * self.steps_per_tick)
 
     def _tick(self, now: float, steps: int) -> None:
+        if self.drive is not None:
+            self._drive_tick(now, steps)
+            return
         forces, commanded = self.command.forces(now)
         self.plant.advance(forces, steps)
+        self._publish_state(self.plant.joint_positions(), self.plant.joint_velocities(), self.plant.applied_forces)
+        self._report(now, commanded)
+
+    def _drive_tick(self, now: float, periods: int) -> None:
+        drive = self.drive
+        if self.board_kind == SIMULATED_BOARD:
+            drive.board.elapse(periods)
+        drive.tick(now)
+        if drive.calibrated:  # before, the encoders' zero is unknown: no position to publish
+            self._publish_state(drive.positions(), drive.velocities(), drive.applied_forces)
+        self._report(now, drive.commanded)
+
+    def _publish_state(self, positions: np.ndarray, velocities: np.ndarray, efforts: np.ndarray) -> None:
         state = self._state
         stamp = self.get_clock().now()
         state.header.stamp = stamp.to_msg()
         self.timing_log.record("state_stamps", stamp.nanoseconds * 1e-9)
         self.window_states += 1
-        state.position = self.plant.joint_positions().tolist()
-        state.velocity = self.plant.joint_velocities().tolist()
-        state.effort = self.plant.applied_forces.tolist()
+        state.position = positions.tolist()
+        state.velocity = velocities.tolist()
+        state.effort = efforts.tolist()
         self.state_publisher.publish(state)
-        self._report(now, commanded)
 
     def _report(self, now: float, commanded: bool) -> None:
-        if self.plant.collapse:
+        drive = self.drive
+        plant = self.plant
+        if plant is not None and plant.collapse:
             level, text = LEVEL_ERROR, "platform collapsed past the end of the model: frozen, restart the driver"
+        elif drive is not None and drive.state is DriveState.FAULT:
+            level, text = LEVEL_ERROR, f"drive fault: {drive.fault}; latched until ~/reset"
+        elif drive is not None and drive.state is not DriveState.ENABLED:
+            level, text = LEVEL_WARN, f"powering up: {drive.state.value}"
         elif commanded:
             level, text = LEVEL_OK, "applying commands"
         elif self.command.received == self.command.rejected:
@@ -377,21 +338,60 @@ class FakeDriverNode(HexapodNode):
             "loop_overruns": self.timing.overruns,
             **self.timing.summary(),
             "commands_per_state": self.window_commands / self.window_states if self.window_states else math.nan,
-            "plant_steps": self.plant.steps,
-            "end_stop_contacts": self.plant.end_stop_contacts,
-            "collapse": self.plant.collapse,
         }
+        if plant is not None:
+            values |= {"plant_steps": plant.steps, "end_stop_contacts": plant.end_stop_contacts,
+                       "collapse": plant.collapse}
+        if drive is not None:
+            values |= {"board": self.board_kind, "drive_state": drive.state.value, "drive_fault": drive.fault,
+                       "drive_faults": drive.faults, "board_errors": drive.board_errors,
+                       "last_board_error": drive.last_board_error}
         self.window_states = self.window_commands = 0
         self.diagnostics.publish(self.get_clock().now().nanoseconds * 1e-9, level, text, values)
 
     def destroy_node(self) -> None:
+        if getattr(self, "drive", None) is not None:
+            try:
+                self.drive.close()  # outputs safe and the board released, whatever else fails
+            except BoardError as error:
+                self.get_logger().error(f"closing the board: {error}")
         if hasattr(self, "timing_log"):
             self.timing_log.save()
         super().destroy_node()
 
 
+def make_drive(kind: str, parameters: HexapodParameters) -> DriveCore | None:
+    """The driver core over the board ``kind`` (opened), or None for no board."""
+    if kind == NO_BOARD:
+        return None
+    if parameters.board is None:
+        raise ParameterError(
+            f"{parameters.source}: hexapod.board: missing section: the {kind} board needs it "
+            f"(config/quanser_board.example.yaml shows it, doc/quanser_driver.md how to measure it)"
+        )
+    if kind == SIMULATED_BOARD:
+        board = SimulatedBoard(parameters)
+    else:
+        from hexapod_control.drive.quanser_board import QuanserBoard  # imports quanser.hardware: only when chosen
+
+        board = QuanserBoard(parameters.board)
+    board.open()
+    return DriveCore(board, parameters.board)
+
+
+class DriveNode(FakeDriverNode):
+    """``hexapod_drive``: the same node, on a Quanser board unless told otherwise."""
+
+    default_name = DRIVE_NODE_NAME
+    default_board = QUANSER_BOARD
+
+
 def main(args=None) -> int:
     return run_node(FakeDriverNode, NODE_NAME, args)
+
+
+def drive_main(args=None) -> int:
+    return run_node(DriveNode, DRIVE_NODE_NAME, args)
 
 
 if __name__ == "__main__":

@@ -4,13 +4,13 @@ Why. rclpy's executors rebuild their wait set from every entity of the node (its
 parameter services, timers, the /clock subscription) and run a generator and a task per callback.
 In the 1 kHz loop that was a third of the controller's CPU (py-spy) and most of the time from a
 joint state's arrival to its answer. Here the one subscription the loop lives on (the joint states
-of the robot stack, the effort commands of the fake driver) waits alone in a wait set of two
-entries, it and the Ctrl-C guard condition, and its messages are taken directly. The rest of the
-node (services, parameter services, timers, /clock) stays with the executor, which is polled
-without waiting every ``poll_period``: a service answers within that, and costs nothing between.
-A poll runs one ready callback and starts no further one once ``poll_budget`` has passed, so no
-rate of requests delays the loop's own work by more than ``poll_budget`` plus the one callback
-running when it ran out (a flood of requests waits in its queue, not in the loop).
+of the robot stack, the effort commands of the fake driver) waits alone in a wait set of one
+entry, and its messages are taken directly. The rest of the node (services, parameter services,
+timers, /clock) stays with the executor, which is polled without waiting every ``poll_period``: a
+service answers within that, and costs nothing between. A poll runs one ready callback and starts
+no further one once ``poll_budget`` has passed, so no rate of requests delays the loop's own work
+by more than ``poll_budget`` plus the one callback running when it ran out (a flood of requests
+waits in its queue, not in the loop).
 
 The owner gives a deadline (monotonic seconds) and what to do at it: the fake driver's next tick,
 the robot stack's next watchdog check. The wait never outlasts the deadline, so timing work runs on
@@ -30,7 +30,6 @@ from collections.abc import Callable
 from rclpy.callback_groups import CallbackGroup
 from rclpy.executors import Executor, ExternalShutdownException, ShutdownException, TimeoutException
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.signals import SignalHandlerGuardCondition
 
 NANOSECONDS = 1e9
 
@@ -74,13 +73,16 @@ class WaitSetLoop:
     def spin(self, executor: Executor) -> None:
         """Run until the context shuts down (Ctrl-C, SIGTERM or rclpy.shutdown)."""
         context = self.node.context
-        interrupt = SignalHandlerGuardCondition(context)
         subscription = self.subscription
         next_poll = time.monotonic()
+        # No SIGINT guard condition of its own: rclpy's signal thread triggers the registered ones
+        # while Ctrl-C ends this loop, and destroying one then (unregistering it, freeing it) raced
+        # with that thread: a SIGSEGV on Ctrl-C. The wait is never longer than the next deadline or
+        # poll, after which the KeyboardInterrupt or the shut-down context ends the loop.
         try:
             # The handles stay valid while the wait set holds them, as in rclpy's executors.
-            with context.handle, subscription.handle, interrupt.handle:
-                wait_set = _rclpy.WaitSet(1, 1, 0, 0, 0, 0, context.handle)
+            with context.handle, subscription.handle:
+                wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, context.handle)
                 while context.ok():
                     now = time.monotonic()
                     if now >= next_poll:
@@ -89,7 +91,6 @@ class WaitSetLoop:
                     wait_until = min(self.deadline(), next_poll)
                     wait_set.clear_entities()
                     wait_set.add_subscription(subscription.handle)
-                    wait_set.add_guard_condition(interrupt.handle)
                     wait_set.wait(max(int((wait_until - time.monotonic()) * NANOSECONDS), 0))
                     if wait_set.is_ready("subscription", 0):
                         messages = self._take_all()
@@ -103,8 +104,6 @@ class WaitSetLoop:
                 raise
             # The context was shut down under a callback (Ctrl-C, a test's teardown) while it
             # published: nothing is left to serve.
-        finally:
-            interrupt.destroy()
 
     def _take_all(self) -> list:
         messages = []
