@@ -81,6 +81,7 @@ CONSOLE_SCRIPTS = [
     "hexapod_inverse_dynamics = hexapod_control.ros.inverse_dynamics_node:main",
     "hexapod_replay = hexapod_control.evaluation.replay:main",
     "hexapod_margins = hexapod_control.control.margins:main",
+    "hexapod = hexapod_control.command:main",  # every executable above as a verb: hexapod --help
 ]
 
 setup(

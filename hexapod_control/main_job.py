@@ -86,6 +86,7 @@ from hexapod_control.model.parameters import (
     load_parameters,
 )
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
+from hexapod_control.options import add_output, add_params
 from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.simulation import BACKENDS, make_plant
 from hexapod_control.simulation.delay import with_loop_delay
@@ -346,13 +347,12 @@ def build_parser() -> argparse.ArgumentParser:
                         f"(default: simulation.loop_delay.periods = {simulation.loop_delay.periods if simulation else '?'})")
     parser.add_argument("--transport", choices=TRANSPORTS, default="direct",
                         help="direct: lockstep without middleware (fast); ros: the ROS nodes over DDS (default: %(default)s)")
-    parser.add_argument("--params", metavar="FILE",
-                        help=f"parameters of the controllers and the evaluation (default: {_shipped()})")
+    add_params(parser, help=f"parameters of the controllers and the evaluation (default: {_shipped()})")
     parser.add_argument("--storage", choices=STORAGE_FORMATS,
                         help=f"bag storage (default: recording.storage = {recording.storage if recording else 'mcap'})")
-    parser.add_argument("-o", "--output", metavar="DIR",
-                        help="output folder, must be new or empty (default: "
-                        f"{recording.output_directory if recording else 'runs'}/<YYYYmmdd_HHMMSS>)")
+    add_output(parser, metavar="DIR",
+               help="output folder, must be new or empty (default: "
+               f"{recording.output_directory if recording else 'runs'}/<YYYYmmdd_HHMMSS>)")
     parser.add_argument("--no-model-check", action="store_true", help="skip the inverse-dynamics model check")
     parser.add_argument("--no-plots", action="store_true", help="report and tables without figures")
     return parser
