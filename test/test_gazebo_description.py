@@ -2,7 +2,7 @@
 
 Gazebo cannot run here, so the tests check what it would read. The assembled pose is checked with
 a forward kinematics of the URDF written below (compose each joint's origin and motion), against
-the model's FK and the body table of shared/HEXAPOD_MODEL.md, computed here from the model's
+the model's FK and the body table of doc/model.md, computed here from the model's
 public geometry and not from the generator's internals.
 """
 
@@ -31,7 +31,7 @@ POSITION_TOL = 2e-15  # [m]
 ROTATION_TOL = 1e-14
 # A pose away from home in every actuator, inside the travel (m).
 OTHER_Q = (0.2, 0.15, 0.18, 0.17, 0.19, 0.16)
-SIDE_ANGLES = np.radians((-90.0, 30.0, 150.0))  # beta_i of HEXAPOD_MODEL.md
+SIDE_ANGLES = np.radians((-90.0, 30.0, 150.0))  # beta_i of doc/model.md
 N = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
 BODY_COUNTS = {"platform": 1, "leg": 6, "pu_part1": 6, "pu_part2": 6, "s_part1": 3, "s_part2": 3}
 
@@ -139,7 +139,7 @@ def body_of(link):
 
 
 def table_frames(parameters, q):
-    """Body frame and centre of mass of the 25 bodies (HEXAPOD_MODEL.md table) at q, in Sigma_0."""
+    """Body frame and centre of mass of the 25 bodies (the table of doc/model.md) at q, in Sigma_0."""
     g = parameters.geometry
     model = HexapodModel(parameters)
     fk = model.forward_kinematics(q)

@@ -8,7 +8,7 @@ functions, so nothing generated needs to be committed except ``config/gz_ros2_co
 
 Spanning tree (URDF cannot hold loops, and neither can Gazebo's DART wrapper: see below)
 --------------------------------------------------------------------------------------
-Every link frame is the body frame of shared/HEXAPOD_MODEL.md ("the 25 bodies"), so each
+Every link frame is the body frame of doc/model.md (the table of the 25 bodies), so each
 ``<inertial>`` is diagonal with ``rpy="0 0 0"`` and its ``xyz`` is the table's centre of mass.
 Chain k = 2i + j of side i (j = 0: q[2i], j = 1: q[2i+1]):
 
