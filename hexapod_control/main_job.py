@@ -40,9 +40,8 @@ Transports (how the stack runs; both write the same topics, types and stamps):
   with the recorder's ``BagWriter``.
 * ``ros``: the real nodes (``ros/stack.py``'s SimStack: simulator, FK, trajectory, controller)
   plus the recorder node (raw subscriptions) in one executor, talking over DDS. The bags agree
-  with ``direct`` to round-off (test_main_job.py checks it), but every message crosses rclpy:
-  measured on the shared 2-core machine, ~3 ms of wall time per 1 ms step against ~1.2 ms for
-  ``direct`` at load 2.5 (and up to ~25 ms against ~4.5 ms when the machine is saturated). The
+  with ``direct`` to round-off (test_main_job.py checks it), but every message crosses rclpy
+  several times, which makes it a few times slower than ``direct`` (doc/benchmarks.md). The
   nodes share one parameters file, so ``--model-mismatch`` needs ``direct``.
 """
 

@@ -72,8 +72,8 @@ SPIN_STEP_S = 0.05
 
 
 def _fast_executor(context: Context):
-    """rclpy's EventsExecutor where available (about 2.5x faster here: it does not rebuild a wait set
-    at every spin, and runs callbacks in arrival order); the SingleThreadedExecutor otherwise."""
+    """rclpy's EventsExecutor where available (faster: it does not rebuild a wait set at every
+    spin, and runs callbacks in arrival order); the SingleThreadedExecutor otherwise."""
     try:
         from rclpy.experimental import EventsExecutor
     except ImportError:  # rclpy before Jazzy
