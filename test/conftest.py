@@ -37,6 +37,56 @@ def pytest_configure(config):
         sys.path.insert(0, str(ros_environment.REPO_ROOT))
 
 
+# Test tiers, registered as markers in setup.cfg: every test is unit, dds or launch, and the ones
+# listed in SLOW are slow instead of unit (or on top of dds); `pytest -m unit` runs the fast tier.
+# A test is dds when it uses an rclpy context (the `context` fixture, directly or through another
+# fixture) or is listed in DDS (it makes its own context); launch when its file is a
+# launch_testing file; slow when it is a Hypothesis property test (hundreds of generated cases) or
+# listed in SLOW (long simulations, compiling, whole commands). Entries are file names or
+# "file::test name" (all its parametrisations).
+TIERS = ("unit", "dds", "launch", "slow")
+DDS = (
+    "test_inverse_dynamics_node.py",
+    "test_main_job.py::test_direct_transport_records_what_the_ros_stack_records",
+    "test_nodes_stack.py::test_closed_loop_tracks_the_joint_space_trajectory",
+    "test_nodes_stack.py::test_lockstep_runs_are_identical",
+)
+LAUNCH = ("test_launch_hardware.py", "test_launch_simulation.py")
+SLOW = (
+    "test_examples.py",
+    "test_compiled_dynamics.py::test_setup_builds_the_library_and_load_prefers_it",
+    "test_compiled_dynamics.py::test_concurrent_processes_compile_once",
+    "test_main_job.py",
+    "test_mujoco_closed_loop.py",
+    "test_identification.py",
+)
+
+
+def _listed(item, entries) -> bool:
+    name = f"{item.path.name}::{item.name}"
+    return any(name == entry or name.startswith(entry + "[") or item.path.name == entry for entry in entries)
+
+
+def tiers_of(item) -> list[str]:
+    """The tier markers of one collected test."""
+    if _listed(item, LAUNCH):
+        kind = "launch"
+    elif "context" in getattr(item, "fixturenames", ()) or _listed(item, DDS):
+        kind = "dds"
+    else:
+        kind = "unit"
+    generated = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+    if not (generated or _listed(item, SLOW)):
+        return [kind]
+    return ["slow"] if kind == "unit" else [kind, "slow"]  # a long test is never in the fast tier
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for tier in tiers_of(item):
+            item.add_marker(tier)
+
+
 def pytest_report_header(config):
     return (
         f"ROS: ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID')} "
