@@ -384,8 +384,9 @@ class _LaunchConfiguration:
         return context[self.name]
 
 
-def _offline_launch_setup(monkeypatch, tmp_path):
-    """The actions gazebo.launch.py returns, built against stand-ins of launch and launch_ros."""
+def _offline_launch_setup(monkeypatch, tmp_path, installed=lambda package: True):
+    """The actions gazebo.launch.py returns, built against stand-ins of launch and launch_ros, with
+    the packages ``installed`` accepts in the ament index."""
     import sys
     import tempfile
     import types
@@ -407,6 +408,13 @@ def _offline_launch_setup(monkeypatch, tmp_path):
         monkeypatch.setitem(sys.modules, module_name, module)
     sys.modules["launch.substitutions"].LaunchConfiguration = _LaunchConfiguration
     sys.modules["ament_index_python.packages"].get_package_share_directory = lambda package: f"/opt/{package}"
+
+    def get_package_prefix(package):
+        if not installed(package):
+            raise KeyError(package)  # as ament_index_python's PackageNotFoundError
+        return f"/opt/{package}"
+
+    sys.modules["ament_index_python.packages"].get_package_prefix = get_package_prefix
     monkeypatch.setattr(tempfile, "mkdtemp", lambda prefix="": str(tmp_path))
     spec = importlib.util.spec_from_file_location("gazebo_launch_offline", LAUNCH_FILE)
     module = importlib.util.module_from_spec(spec)
@@ -457,3 +465,10 @@ def test_launch_order_activates_the_controllers_only_once_time_can_advance(monke
         assert "pause: false" not in command and "switch_controllers" not in command
         assert not (command[:2] == ["controller_manager", "spawner"])
     assert {id(spawn)} == set(after) - {id(configure)}
+
+
+def test_without_gazebo_packages_the_launch_stops_before_starting_anything(monkeypatch, tmp_path):
+    """One error naming what is missing, raised while the launch is set up: no process has started."""
+    with pytest.raises(RuntimeError, match="ros_gz_sim.*robot_state_publisher.*nothing was started"):
+        _offline_launch_setup(monkeypatch, tmp_path,
+                              installed=lambda package: package not in ("ros_gz_sim", "robot_state_publisher"))

@@ -13,12 +13,12 @@ from collections.abc import Iterable
 
 def missing_packages(packages: Iterable[str]) -> list[str]:
     """The packages of ``packages`` that the ament index does not know, in the order given."""
-    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+    from ament_index_python.packages import get_package_prefix
 
     missing = []
     for package in packages:
         try:
             get_package_prefix(package)
-        except PackageNotFoundError:
+        except KeyError:  # ament_index_python's PackageNotFoundError
             missing.append(package)
     return missing
