@@ -87,6 +87,42 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(tier)
 
 
+# What the launch_testing files import; without it each is one skipped file (see below).
+LAUNCH_TEST_NEEDS = ("launch_testing", "launch_testing.actions", "launch_ros", "launch_ros.actions")
+
+
+class LaunchTestUnavailable(pytest.File):
+    """A launch_testing file whose ROS 2 launch packages do not import: one skipped file."""
+
+    reason = ""
+
+    def collect(self):
+        pytest.skip(self.reason)
+
+
+def _launch_unavailable() -> str:
+    for module in LAUNCH_TEST_NEEDS:
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # noqa: BLE001 - whatever stops the import (a missing message package)
+            return f"ROS 2 launch is not usable: import {module}: {error}"
+    return ""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path, parent):
+    """Skip a launch_testing file as a file when launch does not import. launch_testing's plugin
+    imports every test file while collecting, and a skip raised by such an import (a module-level
+    importorskip) skipped the whole folder, every other test included."""
+    if module_path.name in LAUNCH:
+        reason = _launch_unavailable()
+        if reason:
+            collector = LaunchTestUnavailable.from_parent(parent, path=module_path)
+            collector.reason = reason
+            return collector
+    return None
+
+
 def pytest_report_header(config):
     return (
         f"ROS: ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID')} "

@@ -14,13 +14,10 @@ import unittest
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("launch_testing")
-pytest.importorskip("launch_ros")
 import launch_testing
 import launch_testing.actions
 import launch_testing.asserts
+import pytest
 import rclpy
 from geometry_msgs.msg import PoseStamped
 from launch import LaunchDescription
