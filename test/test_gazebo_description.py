@@ -384,9 +384,11 @@ class _LaunchConfiguration:
         return context[self.name]
 
 
-def _offline_launch_setup(monkeypatch, tmp_path, installed=lambda package: True):
-    """The actions gazebo.launch.py returns, built against stand-ins of launch and launch_ros, with
-    the packages ``installed`` accepts in the ament index."""
+def _offline_launch_setup(monkeypatch, tmp_path, installed=lambda package: True, launch_file=LAUNCH_FILE,
+                          arguments=None):
+    """The actions a launch file's set-up returns (gazebo.launch.py unless told), built against
+    stand-ins of launch and launch_ros, with the packages ``installed`` accepts in the ament index
+    and the launch ``arguments`` given over the defaults below."""
     import sys
     import tempfile
     import types
@@ -400,7 +402,8 @@ def _offline_launch_setup(monkeypatch, tmp_path, installed=lambda package: True)
         "launch_ros.actions": ["Node"],
         "launch_ros.parameter_descriptions": ["ParameterValue"],
     }
-    for module_name, classes in {**names, "launch.substitutions": [], "launch_ros": [], "ament_index_python": [],
+    for module_name, classes in {**names, "launch.substitutions": ["PathJoinSubstitution"], "launch_ros": [],
+                                 "launch_ros.substitutions": ["FindPackageShare"], "ament_index_python": [],
                                  "ament_index_python.packages": []}.items():
         module = types.ModuleType(module_name)
         for class_name in classes:
@@ -416,13 +419,13 @@ def _offline_launch_setup(monkeypatch, tmp_path, installed=lambda package: True)
 
     sys.modules["ament_index_python.packages"].get_package_prefix = get_package_prefix
     monkeypatch.setattr(tempfile, "mkdtemp", lambda prefix="": str(tmp_path))
-    spec = importlib.util.spec_from_file_location("gazebo_launch_offline", LAUNCH_FILE)
+    spec = importlib.util.spec_from_file_location("launch_file_offline", launch_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     description = module.generate_launch_description()
     (setup_action,) = [a for a in description.args[0] if type(a).__name__ == "OpaqueFunction"]
     context = {"params_file": str(REPO / "config" / "hexapod.yaml"), "controller": "double_loop",
-               "use_sim_time": "true", "gui": "false", "rviz": "false"}
+               "use_sim_time": "true", "gui": "false", "rviz": "false", **(arguments or {})}
     return module, setup_action.kwargs["function"](context)
 
 
@@ -472,3 +475,20 @@ def test_without_gazebo_packages_the_launch_stops_before_starting_anything(monke
     with pytest.raises(RuntimeError, match="ros_gz_sim.*robot_state_publisher.*nothing was started"):
         _offline_launch_setup(monkeypatch, tmp_path,
                               installed=lambda package: package not in ("ros_gz_sim", "robot_state_publisher"))
+
+
+def test_visualization_without_its_viewers_warns_and_runs_the_rest(monkeypatch, tmp_path):
+    """robot_state_publisher and rviz2 are optional: missing, each is a warning and is not started,
+    and the full joint state (the package's own node) still runs."""
+    visualization = REPO / "launch" / "visualization.launch.py"
+    wanted = {"robot_state_publisher": "true", "rviz": "true"}
+    _, actions = _offline_launch_setup(monkeypatch, tmp_path, launch_file=visualization, arguments=wanted,
+                                       installed=lambda package: package not in ("robot_state_publisher", "rviz2"))
+    started = [action.kwargs["executable"] for action in actions if type(action).__name__ == "Node"]
+    warnings = [action.kwargs["msg"] for action in actions if type(action).__name__ == "LogInfo"]
+    assert started == ["hexapod_description_joint_states"]
+    assert len(warnings) == 2 and all("not installed" in warning for warning in warnings)
+    _, actions = _offline_launch_setup(monkeypatch, tmp_path, launch_file=visualization, arguments=wanted)
+    started = [action.kwargs["executable"] for action in actions if type(action).__name__ == "Node"]
+    assert started == ["hexapod_description_joint_states", "robot_state_publisher", "rviz2"]
+    assert not [action for action in actions if type(action).__name__ == "LogInfo"]
