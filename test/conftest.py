@@ -54,11 +54,21 @@ DDS = (
 LAUNCH = ("test_launch_hardware.py", "test_launch_simulation.py")
 SLOW = (
     "test_examples.py",
-    "test_compiled_dynamics.py::test_setup_builds_the_library_and_load_prefers_it",
-    "test_compiled_dynamics.py::test_concurrent_processes_compile_once",
     "test_main_job.py",
     "test_mujoco_closed_loop.py",
     "test_identification.py",
+    "test_margins.py",
+    "test_rates.py",
+    "test_evaluation_report_html.py",
+    "test_compiled_dynamics.py::test_setup_builds_the_library_and_load_prefers_it",
+    "test_compiled_dynamics.py::test_concurrent_processes_compile_once",
+    "test_dynamics.py::test_generated_code_is_up_to_date",
+    "test_assembly_modes.py::test_random_admissible_q",
+    "test_control_cycle.py::test_equal_to_python_along_the_trajectory",
+    "test_controllers.py::test_tracks_the_experiments_trajectory_from_home",
+    "test_controllers.py::test_model_mismatch_stays_stable_and_bounded",
+    "test_evaluation.py::test_evaluate_cli_two_bags_comparison",
+    "test_evaluation.py::test_replay_cli",
 )
 
 
