@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import logging
 import os
 import re
 import shutil
@@ -419,6 +420,9 @@ def test_a_stale_installed_library_is_not_used(c_terms, tmp_path, monkeypatch, c
     stale = tmp_path / native_build.LIBRARY_NAME
     subprocess.run([*compiler, "-shared", "-fPIC", str(source), "-o", str(stale)], check=True, timeout=120)
     monkeypatch.setattr(compiled, "installed_library_path", lambda: stale)
+    # Loggers made once `launch` is imported (launch_testing's plugin, under colcon test) do not
+    # propagate to the root logger, where caplog listens.
+    monkeypatch.setattr(logging.getLogger(compiled.__name__), "propagate", True)
     with caplog.at_level("WARNING", logger=compiled.__name__):
         module = compiled.load()
     # The developer fallback, whether or not this tree was built (colcon installs a library that
