@@ -14,6 +14,7 @@ import tempfile
 
 import pytest
 import ros_environment
+import ros_helpers
 
 _ROS_LOG_DIR = None
 
@@ -97,10 +98,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(tier)
 
 
-# What the launch_testing files import; without it each is one skipped file (see below).
-LAUNCH_TEST_NEEDS = ("launch_testing", "launch_testing.actions", "launch_ros", "launch_ros.actions")
-
-
 class LaunchTestUnavailable(pytest.File):
     """A launch_testing file whose ROS 2 launch packages do not import: one skipped file."""
 
@@ -110,22 +107,13 @@ class LaunchTestUnavailable(pytest.File):
         pytest.skip(self.reason)
 
 
-def _launch_unavailable() -> str:
-    for module in LAUNCH_TEST_NEEDS:
-        try:
-            importlib.import_module(module)
-        except Exception as error:  # noqa: BLE001 - whatever stops the import (a missing message package)
-            return f"ROS 2 launch is not usable: import {module}: {error}"
-    return ""
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_pycollect_makemodule(module_path, parent):
     """Skip a launch_testing file as a file when launch does not import. launch_testing's plugin
     imports every test file while collecting, and a skip raised by such an import (a module-level
     importorskip) skipped the whole folder, every other test included."""
     if module_path.name in LAUNCH:
-        reason = _launch_unavailable()
+        reason = ros_helpers.launch_unavailable()
         if reason:
             collector = LaunchTestUnavailable.from_parent(parent, path=module_path)
             collector.reason = reason

@@ -30,17 +30,21 @@ def markdown_files() -> list[Path]:
     return sorted([*REPO.glob("*.md"), *DOC.glob("*.md")])
 
 
-def tracked_text_files() -> list[Path]:
+# Folders a source tree may hold that are not the repository's files (a venv, builds, caches).
+NOT_SOURCES = {".git", ".venv", "build", "install", "log", "_build", "__pycache__", ".pytest_cache", ".ruff_cache",
+               ".hypothesis", ".ros_log", "runs"}
+
+
+def repository_text_files() -> list[Path]:
+    """The repository's files: git's list in a checkout, else (an exported tree, as colcon's) a walk."""
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
                             text=True)
-    if listed.returncode != 0:
-        pytest.skip("not a git checkout")
-    files = []
-    for name in listed.stdout.splitlines():
-        path = REPO / name
-        if path.is_file() and path.suffix not in {".png", ".svg", ".so", ".npz", ".mcap", ".db3"}:
-            files.append(path)
-    return files
+    if listed.returncode == 0:
+        names = [REPO / name for name in listed.stdout.splitlines()]
+    else:
+        names = [path for path in REPO.rglob("*") if not NOT_SOURCES & set(path.relative_to(REPO).parts)]
+    binary = {".png", ".svg", ".so", ".npz", ".mcap", ".db3", ".pyc"}
+    return [path for path in names if path.is_file() and path.suffix not in binary]
 
 
 def test_the_docs_build_with_warnings_as_errors(tmp_path):
@@ -109,7 +113,7 @@ def test_the_link_check_finds_a_broken_link(tmp_path):
 
 def test_no_file_names_a_path_outside_the_repository():
     found = []
-    for path in tracked_text_files():
+    for path in repository_text_files():
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
