@@ -85,6 +85,7 @@ CONSOLE_SCRIPTS = [
     "hexapod_sweep = hexapod_control.scale.sweep:main",
     "hexapod_tune = hexapod_control.scale.tune:main",
     "hexapod_evaluate_many = hexapod_control.scale.evaluate:main",
+    "hexapod = hexapod_control.command:main",  # every executable above as a verb: hexapod --help
 ]
 
 setup(

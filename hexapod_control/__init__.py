@@ -12,56 +12,52 @@ Every exception class of the package derives from :class:`HexapodError` and is d
 ``hexapod_control.errors``; all of them are importable from here too.
 """
 
-from hexapod_control.control.controllers import make_controller
-from hexapod_control.control.loop import ControlLoop, StepRecord
-from hexapod_control.control.safety import SafetySupervisor
-from hexapod_control.control.trajectories import Reference, make_trajectory
-from hexapod_control.errors import (
-    AssemblyError,
-    AssemblyModeJumpError,
-    BagError,
-    BoardError,
-    CompilationError,
-    ConvergenceError,
-    HexapodError,
-    InvalidInputError,
-    ParameterError,
-    SimulationDivergedError,
-    SingularityError,
-    StackStalledError,
-    UnreachablePoseError,
-)
-from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.model.kinematics import KinematicState
-from hexapod_control.model.parameters import HexapodParameters, load_parameters
-from hexapod_control.simulation import make_plant
-from hexapod_control.simulation.lockstep import LockstepLoop, LoopRecord
+import importlib
 
-__all__ = [
-    "AssemblyError",
-    "AssemblyModeJumpError",
-    "BagError",
-    "BoardError",
-    "CompilationError",
-    "ControlLoop",
-    "ConvergenceError",
-    "HexapodError",
-    "HexapodModel",
-    "HexapodParameters",
-    "InvalidInputError",
-    "KinematicState",
-    "LockstepLoop",
-    "LoopRecord",
-    "ParameterError",
-    "Reference",
-    "SafetySupervisor",
-    "SimulationDivergedError",
-    "SingularityError",
-    "StackStalledError",
-    "StepRecord",
-    "UnreachablePoseError",
-    "load_parameters",
-    "make_controller",
-    "make_plant",
-    "make_trajectory",
-]
+# Each public name and the module that defines it. They are imported on first use (PEP 562), so
+# that `import hexapod_control` and the `hexapod` command's --help load neither NumPy nor rclpy.
+_PUBLIC = {
+    "AssemblyError": "hexapod_control.errors",
+    "AssemblyModeJumpError": "hexapod_control.errors",
+    "BagError": "hexapod_control.errors",
+    "BoardError": "hexapod_control.errors",
+    "CompilationError": "hexapod_control.errors",
+    "ControlLoop": "hexapod_control.control.loop",
+    "ConvergenceError": "hexapod_control.errors",
+    "HexapodError": "hexapod_control.errors",
+    "HexapodModel": "hexapod_control.model.hexapod",
+    "HexapodParameters": "hexapod_control.model.parameters",
+    "InvalidInputError": "hexapod_control.errors",
+    "KinematicState": "hexapod_control.model.kinematics",
+    "LockstepLoop": "hexapod_control.simulation.lockstep",
+    "LoopRecord": "hexapod_control.simulation.lockstep",
+    "ParameterError": "hexapod_control.errors",
+    "Reference": "hexapod_control.control.trajectories",
+    "SafetySupervisor": "hexapod_control.control.safety",
+    "SimulationDivergedError": "hexapod_control.errors",
+    "SingularityError": "hexapod_control.errors",
+    "StackStalledError": "hexapod_control.errors",
+    "StepRecord": "hexapod_control.control.loop",
+    "UnreachablePoseError": "hexapod_control.errors",
+    "load_parameters": "hexapod_control.model.parameters",
+    "make_controller": "hexapod_control.control.controllers",
+    "make_plant": "hexapod_control.simulation",
+    "make_trajectory": "hexapod_control.control.trajectories",
+}
+
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    """Import a public name on first use and keep it, as an eager import would have."""
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

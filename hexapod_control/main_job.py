@@ -40,9 +40,8 @@ Transports (how the stack runs; both write the same topics, types and stamps):
   with the recorder's ``BagWriter``.
 * ``ros``: the real nodes (``ros/stack.py``'s SimStack: simulator, FK, trajectory, controller)
   plus the recorder node (raw subscriptions) in one executor, talking over DDS. The bags agree
-  with ``direct`` to round-off (test_main_job.py checks it), but every message crosses rclpy:
-  measured on the shared 2-core machine, ~3 ms of wall time per 1 ms step against ~1.2 ms for
-  ``direct`` at load 2.5 (and up to ~25 ms against ~4.5 ms when the machine is saturated). The
+  with ``direct`` to round-off (test_main_job.py checks it), but every message crosses rclpy
+  several times, which makes it a few times slower than ``direct`` (doc/benchmarks.md). The
   nodes share one parameters file, so ``--model-mismatch`` needs ``direct``.
 """
 
@@ -86,6 +85,7 @@ from hexapod_control.model.parameters import (
     load_parameters,
 )
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
+from hexapod_control.options import add_output, add_params
 from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.simulation import BACKENDS, make_plant
 from hexapod_control.simulation.delay import with_loop_delay
@@ -346,13 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
                         f"(default: simulation.loop_delay.periods = {simulation.loop_delay.periods if simulation else '?'})")
     parser.add_argument("--transport", choices=TRANSPORTS, default="direct",
                         help="direct: lockstep without middleware (fast); ros: the ROS nodes over DDS (default: %(default)s)")
-    parser.add_argument("--params", metavar="FILE",
-                        help=f"parameters of the controllers and the evaluation (default: {_shipped()})")
+    add_params(parser, help=f"parameters of the controllers and the evaluation (default: {_shipped()})")
     parser.add_argument("--storage", choices=STORAGE_FORMATS,
                         help=f"bag storage (default: recording.storage = {recording.storage if recording else 'mcap'})")
-    parser.add_argument("-o", "--output", metavar="DIR",
-                        help="output folder, must be new or empty (default: "
-                        f"{recording.output_directory if recording else 'runs'}/<YYYYmmdd_HHMMSS>)")
+    add_output(parser, metavar="DIR",
+               help="output folder, must be new or empty (default: "
+               f"{recording.output_directory if recording else 'runs'}/<YYYYmmdd_HHMMSS>)")
     parser.add_argument("--no-model-check", action="store_true", help="skip the inverse-dynamics model check")
     parser.add_argument("--no-plots", action="store_true", help="report and tables without figures")
     return parser

@@ -52,9 +52,12 @@ from launch_ros.parameter_descriptions import ParameterValue
 from hexapod_control.control.controllers import CONTROLLER_NAMES
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
 from hexapod_control.ros.conventions import TOPICS
+from hexapod_control.ros.launch_support import missing_packages
 from hexapod_control.simulation import gazebo_description as gd
 
 PACKAGE = "hexapod_control"
+# Without any of these the simulation cannot run: checked before anything starts.
+REQUIRED_PACKAGES = ("ros_gz_sim", "ros_gz_bridge", "controller_manager", "robot_state_publisher")
 CONTROLLER_MANAGER = "/controller_manager"  # gz_ros2_control's controller manager node
 # How long the unpause request waits for gz sim to answer [ms]; the world is local.
 GZ_SERVICE_TIMEOUT_MS = "5000"
@@ -75,6 +78,10 @@ def _flag(context, name: str) -> bool:
 def _setup(context, *args, **kwargs):
     from ament_index_python.packages import get_package_share_directory
 
+    missing = missing_packages(REQUIRED_PACKAGES)
+    if missing:
+        raise RuntimeError(f"gazebo.launch.py needs {', '.join(missing)} (not installed); nothing was "
+                           "started (simulation.launch.py runs without Gazebo)")
     params_file = LaunchConfiguration("params_file").perform(context)
     controller = LaunchConfiguration("controller").perform(context)
     if controller not in CONTROLLER_NAMES:

@@ -11,7 +11,7 @@ from the forward kinematics and robot_state_publisher reads that topic instead o
 """
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
@@ -19,10 +19,15 @@ from launch_ros.substitutions import FindPackageShare
 
 from hexapod_control.model.parameters import load_parameters
 from hexapod_control.ros.conventions import TOPICS
+from hexapod_control.ros.launch_support import missing_packages
 from hexapod_control.simulation import gazebo_description as gd
 
 PACKAGE = "hexapod_control"
 RVIZ_CONFIG = ("config", "hexapod.rviz")
+STATE_PUBLISHER = "robot_state_publisher"
+VIEWER = "rviz2"
+# Optional packages: the launch argument that asks for each, and what is lost without it.
+OPTIONAL = {STATE_PUBLISHER: ("robot_state_publisher", "no TF of the 25 bodies"), VIEWER: ("rviz", "no viewer")}
 
 
 def _flag(context, name: str) -> bool:
@@ -46,16 +51,21 @@ def _setup(context, *args, **kwargs):
             remappings=[(TOPICS["joint_states"], LaunchConfiguration("joint_states_topic"))],
         ),
     ]
-    if _flag(context, "robot_state_publisher"):
+    wanted = [package for package, (flag, _) in OPTIONAL.items() if _flag(context, flag)]
+    missing = missing_packages(wanted)
+    # The robot runs without them: a warning, not a failed launch that leaves the other nodes behind.
+    actions += [LogInfo(msg=f"WARNING: {package} is not installed: {OPTIONAL[package][1]} "
+                            f"({OPTIONAL[package][0]}:=false silences this)") for package in missing]
+    if STATE_PUBLISHER in wanted and STATE_PUBLISHER not in missing:
         urdf = gd.build_urdf(parameters, None)
         actions.append(Node(
-            package="robot_state_publisher", executable="robot_state_publisher", output="screen",
+            package=STATE_PUBLISHER, executable=STATE_PUBLISHER, output="screen",
             parameters=[{"robot_description": ParameterValue(urdf, value_type=str)}, sim_time],
             remappings=[("joint_states", full_joint_states)],
         ))
-    if _flag(context, "rviz"):
+    if VIEWER in wanted and VIEWER not in missing:
         actions.append(Node(
-            package="rviz2", executable="rviz2", output="screen",
+            package=VIEWER, executable=VIEWER, output="screen",
             # -f: the fixed frame of the parameters file, whatever the shipped config says.
             arguments=["-d", PathJoinSubstitution([FindPackageShare(PACKAGE), *RVIZ_CONFIG]),
                        "-f", parameters.ros.base_frame],

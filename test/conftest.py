@@ -14,6 +14,7 @@ import tempfile
 
 import pytest
 import ros_environment
+import ros_helpers
 
 _ROS_LOG_DIR = None
 
@@ -35,6 +36,89 @@ def pytest_configure(config):
         # Not installed (e.g. bare `pytest` in a checkout): test the source tree, as the
         # PYTHONPATH entry does for child processes. An installed package (colcon) is kept.
         sys.path.insert(0, str(ros_environment.REPO_ROOT))
+
+
+# Test tiers, registered as markers in setup.cfg: every test is unit, dds or launch, and the ones
+# listed in SLOW are slow instead of unit (or on top of dds); `pytest -m unit` runs the fast tier.
+# A test is dds when it uses an rclpy context (the `context` fixture, directly or through another
+# fixture) or is listed in DDS (it makes its own context); launch when its file is a
+# launch_testing file; slow when it is a Hypothesis property test (hundreds of generated cases) or
+# listed in SLOW (long simulations, compiling, whole commands). Entries are file names or
+# "file::test name" (all its parametrisations).
+TIERS = ("unit", "dds", "launch", "slow")
+DDS = (
+    "test_inverse_dynamics_node.py",
+    "test_main_job.py::test_direct_transport_records_what_the_ros_stack_records",
+    "test_nodes_stack.py::test_closed_loop_tracks_the_joint_space_trajectory",
+    "test_nodes_stack.py::test_lockstep_runs_are_identical",
+)
+LAUNCH = ("test_launch_hardware.py", "test_launch_simulation.py")
+SLOW = (
+    "test_examples.py",
+    "test_main_job.py",
+    "test_mujoco_closed_loop.py",
+    "test_identification.py",
+    "test_margins.py",
+    "test_rates.py",
+    "test_evaluation_report_html.py",
+    "test_compiled_dynamics.py::test_setup_builds_the_library_and_load_prefers_it",
+    "test_compiled_dynamics.py::test_concurrent_processes_compile_once",
+    "test_dynamics.py::test_generated_code_is_up_to_date",
+    "test_assembly_modes.py::test_random_admissible_q",
+    "test_control_cycle.py::test_equal_to_python_along_the_trajectory",
+    "test_controllers.py::test_tracks_the_experiments_trajectory_from_home",
+    "test_controllers.py::test_model_mismatch_stays_stable_and_bounded",
+    "test_evaluation.py::test_evaluate_cli_two_bags_comparison",
+    "test_evaluation.py::test_replay_cli",
+)
+
+
+def _listed(item, entries) -> bool:
+    name = f"{item.path.name}::{item.name}"
+    return any(name == entry or name.startswith(entry + "[") or item.path.name == entry for entry in entries)
+
+
+def tiers_of(item) -> list[str]:
+    """The tier markers of one collected test."""
+    if _listed(item, LAUNCH):
+        kind = "launch"
+    elif "context" in getattr(item, "fixturenames", ()) or _listed(item, DDS):
+        kind = "dds"
+    else:
+        kind = "unit"
+    generated = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+    if not (generated or _listed(item, SLOW)):
+        return [kind]
+    return ["slow"] if kind == "unit" else [kind, "slow"]  # a long test is never in the fast tier
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for tier in tiers_of(item):
+            item.add_marker(tier)
+
+
+class LaunchTestUnavailable(pytest.File):
+    """A launch_testing file whose ROS 2 launch packages do not import: one skipped file."""
+
+    reason = ""
+
+    def collect(self):
+        pytest.skip(self.reason)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path, parent):
+    """Skip a launch_testing file as a file when launch does not import. launch_testing's plugin
+    imports every test file while collecting, and a skip raised by such an import (a module-level
+    importorskip) skipped the whole folder, every other test included."""
+    if module_path.name in LAUNCH:
+        reason = ros_helpers.launch_unavailable()
+        if reason:
+            collector = LaunchTestUnavailable.from_parent(parent, path=module_path)
+            collector.reason = reason
+            return collector
+    return None
 
 
 def pytest_report_header(config):

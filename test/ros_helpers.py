@@ -3,6 +3,7 @@
 The `context` and `executor` fixtures (a fresh rclpy Context per test) are in conftest.py.
 """
 
+import importlib
 import importlib.util
 import os
 import signal
@@ -55,14 +56,26 @@ class NodeProcess:
         return self.process.returncode
 
 
+# What a test of a launch file imports: launch itself and launch_ros, whose import needs message
+# packages (composition_interfaces) that a workspace may lack even where launch_ros is found.
+LAUNCH_NEEDS = ("launch_testing", "launch_testing.actions", "launch.actions", "launch_ros", "launch_ros.actions")
+
+
+def launch_unavailable() -> str:
+    """Why ROS 2 launch cannot be used here, or "" when it can."""
+    for module in LAUNCH_NEEDS:
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # noqa: BLE001 - whatever stops the import (a missing message package)
+            return f"ROS 2 launch is not usable: import {module}: {error}"
+    return ""
+
+
 def launch_arguments(path) -> set[str]:
     """The argument names a launch file declares (its generate_launch_description); skips without ROS 2 launch."""
-    try:  # the repo's launch/ folder makes `launch` a namespace package even without ROS 2
-        available = importlib.util.find_spec("launch_ros") and importlib.util.find_spec("launch.actions")
-    except ImportError:
-        available = None
-    if not available:
-        pytest.skip("ROS 2 launch (launch, launch_ros) is not installed")
+    reason = launch_unavailable()
+    if reason:
+        pytest.skip(reason)
     spec = importlib.util.spec_from_file_location(path.name.replace(".", "_"), path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,7 +1,7 @@
 """Rigid-body dynamics: properties checked against computations independent of the derivation.
 
-The reference here is a direct numeric model written from shared/HEXAPOD_MODEL.md ("The 25
-bodies"): body poses (centres of mass and rotation matrices, S-joint angles by atan2) in numpy,
+The reference here is a direct numeric model written from doc/model.md (the table of the 25
+bodies): body poses (centres of mass and rotation matrices, S-joint angles by atan2) in numpy,
 velocities by finite differences of those poses. Nothing in it shares code with the SymPy
 derivation in hexapod_control/codegen.
 """
@@ -352,7 +352,7 @@ def test_reduced_gravity_is_the_gradient_of_the_reference_potential(setup):
 
 
 def test_static_force_at_home_matches_the_thesis():
-    """Table 6.1 masses with L = 0.378: -4.3166 N on every actuator (HEXAPOD_MODEL.md)."""
+    """Table 6.1 masses with L = 0.378: -4.3166 N on every actuator (doc/model.md, "How the model is verified")."""
     parameters = parameters_of(VALIDATION).with_geometry(leg_length=0.378)
     dynamics = ReducedDynamics(parameters)
     home = [parameters.home_actuator_position] * 6

@@ -8,12 +8,14 @@ so a new error class anywhere fails here until it joins the tree.
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
 
 import pytest
 
 import hexapod_control
 from hexapod_control import errors
 from hexapod_control.bags import read_bag
+from hexapod_control.model import native_build
 
 
 def _is_ros_package(module_name: str) -> bool:
@@ -22,14 +24,17 @@ def _is_ros_package(module_name: str) -> bool:
 
 
 OPTIONAL_ENGINES = {"hexapod_control.simulation.dart_plant": "dartpy"}  # module -> what it may miss
+# The C library a build puts beside the generated sources: its ".so" makes pkgutil list it as an
+# extension module, but it is a ctypes library (no module init), loaded by model/compiled.py.
+NATIVE_LIBRARY = "hexapod_control.model.generated." + Path(native_build.LIBRARY_NAME).stem
 
 
 def _package_modules():
     """Every importable module of hexapod_control; ROS nodes are skipped only when ROS is absent."""
     modules = []
     for info in pkgutil.walk_packages(hexapod_control.__path__, "hexapod_control."):
-        if info.name.rsplit(".", 1)[-1] == "__main__":
-            continue  # importing a __main__ runs its command line
+        if info.name.rsplit(".", 1)[-1] == "__main__" or info.name == NATIVE_LIBRARY:
+            continue  # importing a __main__ runs its command line; the library is not a module
         try:
             modules.append(importlib.import_module(info.name))
         except ModuleNotFoundError as error:

@@ -2,7 +2,7 @@
 
 Gazebo cannot run here, so the tests check what it would read. The assembled pose is checked with
 a forward kinematics of the URDF written below (compose each joint's origin and motion), against
-the model's FK and the body table of shared/HEXAPOD_MODEL.md, computed here from the model's
+the model's FK and the body table of doc/model.md, computed here from the model's
 public geometry and not from the generator's internals.
 """
 
@@ -31,7 +31,7 @@ POSITION_TOL = 2e-15  # [m]
 ROTATION_TOL = 1e-14
 # A pose away from home in every actuator, inside the travel (m).
 OTHER_Q = (0.2, 0.15, 0.18, 0.17, 0.19, 0.16)
-SIDE_ANGLES = np.radians((-90.0, 30.0, 150.0))  # beta_i of HEXAPOD_MODEL.md
+SIDE_ANGLES = np.radians((-90.0, 30.0, 150.0))  # beta_i of doc/model.md
 N = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
 BODY_COUNTS = {"platform": 1, "leg": 6, "pu_part1": 6, "pu_part2": 6, "s_part1": 3, "s_part2": 3}
 
@@ -139,7 +139,7 @@ def body_of(link):
 
 
 def table_frames(parameters, q):
-    """Body frame and centre of mass of the 25 bodies (HEXAPOD_MODEL.md table) at q, in Sigma_0."""
+    """Body frame and centre of mass of the 25 bodies (the table of doc/model.md) at q, in Sigma_0."""
     g = parameters.geometry
     model = HexapodModel(parameters)
     fk = model.forward_kinematics(q)
@@ -384,8 +384,11 @@ class _LaunchConfiguration:
         return context[self.name]
 
 
-def _offline_launch_setup(monkeypatch, tmp_path):
-    """The actions gazebo.launch.py returns, built against stand-ins of launch and launch_ros."""
+def _offline_launch_setup(monkeypatch, tmp_path, installed=lambda package: True, launch_file=LAUNCH_FILE,
+                          arguments=None):
+    """The actions a launch file's set-up returns (gazebo.launch.py unless told), built against
+    stand-ins of launch and launch_ros, with the packages ``installed`` accepts in the ament index
+    and the launch ``arguments`` given over the defaults below."""
     import sys
     import tempfile
     import types
@@ -399,7 +402,8 @@ def _offline_launch_setup(monkeypatch, tmp_path):
         "launch_ros.actions": ["Node"],
         "launch_ros.parameter_descriptions": ["ParameterValue"],
     }
-    for module_name, classes in {**names, "launch.substitutions": [], "launch_ros": [], "ament_index_python": [],
+    for module_name, classes in {**names, "launch.substitutions": ["PathJoinSubstitution"], "launch_ros": [],
+                                 "launch_ros.substitutions": ["FindPackageShare"], "ament_index_python": [],
                                  "ament_index_python.packages": []}.items():
         module = types.ModuleType(module_name)
         for class_name in classes:
@@ -407,14 +411,21 @@ def _offline_launch_setup(monkeypatch, tmp_path):
         monkeypatch.setitem(sys.modules, module_name, module)
     sys.modules["launch.substitutions"].LaunchConfiguration = _LaunchConfiguration
     sys.modules["ament_index_python.packages"].get_package_share_directory = lambda package: f"/opt/{package}"
+
+    def get_package_prefix(package):
+        if not installed(package):
+            raise KeyError(package)  # as ament_index_python's PackageNotFoundError
+        return f"/opt/{package}"
+
+    sys.modules["ament_index_python.packages"].get_package_prefix = get_package_prefix
     monkeypatch.setattr(tempfile, "mkdtemp", lambda prefix="": str(tmp_path))
-    spec = importlib.util.spec_from_file_location("gazebo_launch_offline", LAUNCH_FILE)
+    spec = importlib.util.spec_from_file_location("launch_file_offline", launch_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     description = module.generate_launch_description()
     (setup_action,) = [a for a in description.args[0] if type(a).__name__ == "OpaqueFunction"]
     context = {"params_file": str(REPO / "config" / "hexapod.yaml"), "controller": "double_loop",
-               "use_sim_time": "true", "gui": "false", "rviz": "false"}
+               "use_sim_time": "true", "gui": "false", "rviz": "false", **(arguments or {})}
     return module, setup_action.kwargs["function"](context)
 
 
@@ -457,3 +468,27 @@ def test_launch_order_activates_the_controllers_only_once_time_can_advance(monke
         assert "pause: false" not in command and "switch_controllers" not in command
         assert not (command[:2] == ["controller_manager", "spawner"])
     assert {id(spawn)} == set(after) - {id(configure)}
+
+
+def test_without_gazebo_packages_the_launch_stops_before_starting_anything(monkeypatch, tmp_path):
+    """One error naming what is missing, raised while the launch is set up: no process has started."""
+    with pytest.raises(RuntimeError, match="ros_gz_sim.*robot_state_publisher.*nothing was started"):
+        _offline_launch_setup(monkeypatch, tmp_path,
+                              installed=lambda package: package not in ("ros_gz_sim", "robot_state_publisher"))
+
+
+def test_visualization_without_its_viewers_warns_and_runs_the_rest(monkeypatch, tmp_path):
+    """robot_state_publisher and rviz2 are optional: missing, each is a warning and is not started,
+    and the full joint state (the package's own node) still runs."""
+    visualization = REPO / "launch" / "visualization.launch.py"
+    wanted = {"robot_state_publisher": "true", "rviz": "true"}
+    _, actions = _offline_launch_setup(monkeypatch, tmp_path, launch_file=visualization, arguments=wanted,
+                                       installed=lambda package: package not in ("robot_state_publisher", "rviz2"))
+    started = [action.kwargs["executable"] for action in actions if type(action).__name__ == "Node"]
+    warnings = [action.kwargs["msg"] for action in actions if type(action).__name__ == "LogInfo"]
+    assert started == ["hexapod_description_joint_states"]
+    assert len(warnings) == 2 and all("not installed" in warning for warning in warnings)
+    _, actions = _offline_launch_setup(monkeypatch, tmp_path, launch_file=visualization, arguments=wanted)
+    started = [action.kwargs["executable"] for action in actions if type(action).__name__ == "Node"]
+    assert started == ["hexapod_description_joint_states", "robot_state_publisher", "rviz2"]
+    assert not [action for action in actions if type(action).__name__ == "LogInfo"]

@@ -1,4 +1,4 @@
-"""launch_testing: simulation.launch.py brings the closed loop up (needs a ROS install; skips here).
+"""launch_testing: simulation.launch.py brings the closed loop up (needs ROS 2 launch and launch_ros).
 
 Run inside a sourced ROS 2 workspace with the package installed: ``colcon test`` or
 ``launch_test test/test_launch_simulation.py``.
@@ -9,12 +9,9 @@ import time
 import unittest
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("launch_testing")
-pytest.importorskip("launch_ros")
 import launch_testing.actions
 import launch_testing.asserts
+import pytest
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import PoseStamped

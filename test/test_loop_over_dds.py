@@ -5,8 +5,8 @@ force and the platform sinks onto its stops (travel limit ``STOP``); the test th
 and starts the 6.5 trajectory through the stack's services, as an operator would, and compares
 the stack's decimated pose with its reference at equal stamps once the move to the trajectory's
 start is over. Both processes run at SCHED_FIFO 50 where the machine permits it (the stack's
-default). Bounds are about 4x the errors benchmarks/bench_loop.py measured over 60 s (README,
-"The 1 kHz loop on the robot's PC").
+default). Bounds are about 4x the errors benchmarks/bench_loop.py measured over 60 s
+(doc/benchmarks.md, "The 1 kHz loop over DDS").
 """
 
 import numpy as np
@@ -26,7 +26,7 @@ from hexapod_control.model.parameters import default_parameters_path, load_param
 from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY, RELIABLE_QOS
 from hexapod_control.ros.conventions import TOPICS, time_from_stamp
 
-STOP = 0.30  # [m] the driver's travel limit: the unpowered platform rests on it (README, Known limits)
+STOP = 0.30  # [m] the driver's travel limit: the unpowered platform rests on it (doc/robot.md, the fake-driver check)
 REST_SPEED_M_S = 1e-6  # every slider slower than this: at rest
 ANSWERING = 0.9  # commands per joint state at the driver: the stack answers its states
 SETTLE_S = 1.5  # [s] of reference stamps after ~/start: the move to the trajectory's start is over

@@ -129,18 +129,3 @@ def test_direct_transport_records_what_the_ros_stack_records(tmp_path, controlle
     np.testing.assert_allclose(ros.q, direct.q, rtol=0, atol=POSITION_TOLERANCE_M)
     np.testing.assert_array_equal(ros.effort_t, direct.effort_t)
     np.testing.assert_array_equal(ros.ref_t, direct.ref_t)
-
-
-def test_readme_lists_every_executable_as_a_python_module():
-    """Each console script of setup.py has its `python -m` row in the README (the module, or the
-    package whose __main__ runs it), so every command works without ROS's launchers."""
-    import re
-
-    readme = (REPO_ROOT / "README.md").read_text()
-    scripts = re.findall(r'"(\w+) = ([\w.]+):main"', (REPO_ROOT / "setup.py").read_text())
-    assert len(scripts) >= 10
-    for name, module in scripts:
-        package = module.rsplit(".", 1)[0]
-        runs_it = (REPO_ROOT / package.replace(".", "/") / "__main__.py").is_file() and module.endswith(".cli")
-        rows = [f"| `{name}` | `{module}` |"] + ([f"| `{name}` | `{package}` |"] if runs_it else [])
-        assert any(row in readme for row in rows), f"README lacks the python -m row of {name}"

@@ -104,7 +104,7 @@ def test_masses_and_inertias_equal_the_parameters(parameters):
 
 @pytest.mark.parametrize("q", [np.full(6, HOME_Q)] + OFF_HOME_Q, ids=["home", "a", "b", "c"])
 def test_bodies_sit_in_the_frames_of_the_25_body_table(q):
-    """Frames and centres of mass in MuJoCo equal those of shared/HEXAPOD_MODEL.md, from the kinematics."""
+    """Frames and centres of mass in MuJoCo equal those of doc/model.md, from the kinematics."""
     parameters = experiments()
     g = parameters.geometry
     plant = MujocoPlant(parameters)

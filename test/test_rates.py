@@ -291,7 +291,7 @@ def test_the_hold_damping_bound_is_where_the_delayed_damper_turns_unstable(delay
 def test_a_hold_damper_unstable_at_the_lowest_valid_rate_is_refused():
     model = HexapodModel(RIGID)
     _, rates = RIGID.controllers.valid_rates("double_loop", "simulated_plant")
-    lightest = 0.8257  # [kg] the rigid model's lightest mode at home (test_controllers.py, the README)
+    lightest = 0.8257  # [kg] the rigid model's lightest mode at home (test_controllers.py, doc/controllers.md)
     critical = hold_damping_bound(RIGID.controllers.delay_compensation.delay_periods) * lightest * rates.min
     ControlLoop(HexapodModel(RIGID.replace(safety={"hold_damping": 0.99 * critical})), "double_loop", "simulated_plant")
     with pytest.raises(ParameterError, match=r"hexapod\.yaml: hexapod\.safety\.hold_damping: .* unstable at 800 Hz, "

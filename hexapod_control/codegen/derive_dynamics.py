@@ -2,7 +2,7 @@
 
 Coordinates rho = (q0..q5, phi1, phi2, phi3); side i = 1, 2, 3 carries q_{2i-2}, q_{2i-1} and
 the passive angle phi_i. The 25 bodies, frames and centres of mass are those of
-shared/HEXAPOD_MODEL.md ("The 25 bodies", errata 5-7), gravity along -Z0.
+doc/model.md (the table of the 25 bodies, errata 5-7), gravity along -Z0.
 
 Method: Kane's equations (Newton-Euler projected on the partial velocities), which equal
 Euler-Lagrange exactly:

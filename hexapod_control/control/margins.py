@@ -44,6 +44,7 @@ from hexapod_control.control.controllers import make_controller
 from hexapod_control.control.trajectories import Reference
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import GAIN_SETS, load_parameters
+from hexapod_control.options import add_params
 
 N = 6
 # Finite-difference steps of the linearisation: far above the forward kinematics' 1e-12 m
@@ -272,7 +273,7 @@ def format_table(rows: list[Margins], max_delay: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hexapod_margins", description=__doc__.splitlines()[0])
-    parser.add_argument("--params", help="the controllers' parameters file (default: config/hexapod.yaml)")
+    add_params(parser, help="the controllers' parameters file (default: config/hexapod.yaml)")
     parser.add_argument("--plant-params", help="the plant's parameters file (default: the controllers')")
     parser.add_argument("--max-delay", type=int, default=20, help="largest delay examined [periods] (default: %(default)s)")
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """Reference trajectories with analytic first and second derivatives.
 
 Every trajectory answers ``sample(t) -> Reference`` with the desired operational-space pose
-xi_d = (x, y, z, lambda, mu, nu) [m, rad] (ZYX Euler angles, erratum 2 of HEXAPOD_MODEL.md), its
+xi_d = (x, y, z, lambda, mu, nu) [m, rad] (ZYX Euler angles, erratum 2 in doc/model.md), its
 velocity xi_d_dot and acceleration xi_d_ddot. All constants come from the ``trajectories:`` section
 of the parameters file; nothing numeric about the thesis trajectories lives in this module.
 

@@ -40,6 +40,7 @@ from hexapod_control.model.parameters import (
     default_parameters_path,
     load_parameters,
 )
+from hexapod_control.options import add_output, add_params, add_topic
 
 
 @dataclass
@@ -191,15 +192,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gain-set", choices=GAIN_SETS,
                         help="robot: the hardware gains; simulated_plant: those of the simulated stacks "
                         "(default: the bag's hexapod.gain_set, else robot)")
-    parser.add_argument("--params", type=Path,
-                        help="parameters YAML with the controller gains (default: the parameters recorded in the bag, "
+    add_params(parser, type=Path,
+               help="parameters YAML with the controller gains (default: the parameters recorded in the bag, "
                         f"else {default_parameters_path()})")
-    parser.add_argument("-o", "--output", type=Path, help=f"output folder (default: <bag>{REPLAY_SUFFIX} next to the bag)")
+    add_output(parser, type=Path, help=f"output folder (default: <bag>{REPLAY_SUFFIX} next to the bag)")
     parser.add_argument("--force", action="store_true", help="write over an existing output folder (default: refuse)")
     parser.add_argument("--joint-names", nargs=6, metavar="NAME",
                         help="the bag's joint names of q1..q6 (default: ros.joint_names of the parameters)")
-    parser.add_argument("--topic", action="append", default=[], metavar="KEY=NAME",
-                        help="topic name for a key (joint_states, reference, effort_commands, ...), e.g. "
+    add_topic(parser,
+              help="topic name for a key (joint_states, reference, effort_commands, ...), e.g. "
                         "joint_states=/robot/joint_states (default: the names of ros/conventions.py TOPICS)")
     parser.add_argument("--reference-matching", choices=MATCHING_METHODS,
                         help="reference at each joint-state stamp (default: recording.replay.reference_matching, latest: "

@@ -24,6 +24,7 @@ from hexapod_control.identification import identify_bags
 from hexapod_control.identification.regression import PAYLOAD
 from hexapod_control.identification.report import write_overlay, write_report
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
+from hexapod_control.options import add_output, add_params, add_topic
 
 PROG = "hexapod_identify"
 NOTHING_IDENTIFIED = 2
@@ -37,13 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
         "a payload) from recorded bags; write a parameters overlay and a report (doc/identification.md).",
     )
     parser.add_argument("bags", nargs="+", help="rosbag2 directories, .mcap or .db3 files with joint states and force commands")
-    parser.add_argument("-o", "--output", required=True, help="overlay to write, e.g. config/lab_drives.yaml")
-    parser.add_argument("--params", default=str(default_parameters_path()),
-                        help="parameters file whose rigid-body model the fit uses and the overlay extends (default: %(default)s)")
+    add_output(parser, required=True, help="overlay to write, e.g. config/lab_drives.yaml")
+    add_params(parser, default=str(default_parameters_path()),
+               help="parameters file whose rigid-body model the fit uses and the overlay extends (default: %(default)s)")
     parser.add_argument("--report", help="report folder (default: <overlay without .yaml>_report next to the overlay)")
     parser.add_argument("--payload", action="store_true", help="also estimate a mass added to the platform [kg]")
-    parser.add_argument("--topic", action="append", default=[], metavar="KEY=NAME",
-                        help="topic name for a key of ros_conventions.TOPICS, e.g. joint_states=/robot/joint_states")
+    add_topic(parser,
+              help="topic name for a key of ros_conventions.TOPICS, e.g. joint_states=/robot/joint_states")
     return parser
 
 

@@ -4,8 +4,8 @@ The forward kinematics (:meth:`Kinematics.forward_kinematics`) follows the physi
 Newton; this module finds *all* real solutions, without a starting guess, for analysis, for
 checking the physical-mode choice and for recovering from a lost track.
 
-Method (an elimination of our own, not the printed Bezout polynomial, erratum 3 of
-shared/HEXAPOD_MODEL.md):
+Method (an elimination of our own, not the printed Bezout polynomial, erratum 3 in
+doc/model.md):
 
 1. Every closure equation has the form (thesis 6.16)
    gamma_k = a cos(phi_i) + b cos(phi_j) + c cos(phi_i) cos(phi_j) + d sin(phi_i) sin(phi_j) + e,

@@ -39,7 +39,7 @@ and no FMA contraction: C evaluates the same operations in the same order as the
 results agree to round-off; they were bit-identical with gcc 12 on x86-64, and the tests require 1e-12).
 The wrappers keep preallocated ctypes buffers per thread and function (ctypes releases the GIL
 during the C call), and a parameter tuple passed again (the same object) is not copied again.
-Per call, the wrapper adds about 1-1.5 us to the C time (copying in and out, the ctypes call).
+What the wrapper adds to the C time per call is in doc/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -234,9 +234,9 @@ def _raise(status: int, name: str):
 def _wrap(function, name: str, inputs: list[tuple[str, int]], shape: str, n_outputs: int, local):
     """A Python function with the signature and return structure of the generated Python one.
 
-    Inputs are copied by slice assignment into preallocated ctypes arrays (the fastest way
-    measured, about 2x faster than building ``(c_double * n)(*values)`` per call; it also
-    rejects a wrong length with ValueError, as the Python twin's unpacking does).
+    Inputs are copied by slice assignment into preallocated ctypes arrays: no array is built per
+    call (the faster way, doc/benchmarks.md), and a wrong length is rejected with ValueError, as
+    the Python twin's unpacking does.
     """
     array_types = [ctypes.c_double * size for _, size in inputs]
     output_type = ctypes.c_double * n_outputs

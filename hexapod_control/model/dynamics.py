@@ -1,6 +1,6 @@
 """Rigid-body dynamics of the Hexapod: the non-minimal model in rho and its actuator-space reduction.
 
-Non-minimal model (thesis 6.3, 25 bodies, errata in shared/HEXAPOD_MODEL.md), in
+Non-minimal model (thesis 6.3, 25 bodies, errata in doc/model.md), in
 rho = (q0..q5, phi1, phi2, phi3):
 
     M(rho) rho_dd + h(rho, rho_d) + g(rho) = tau_rho + D^T lambda,

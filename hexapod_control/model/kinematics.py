@@ -1,6 +1,6 @@
 """Closed-chain kinematics of the 6-3-PUS Hexapod in plain float arithmetic.
 
-Conventions (thesis ch. 6.1-6.2, errata in shared/HEXAPOD_MODEL.md):
+Conventions (thesis ch. 6.1-6.2, errata in doc/model.md):
 side i = 0, 1, 2 carries actuators q[2i] and q[2i+1]; its frame is Rz(beta_i) with
 beta = (-90, 30, 150) deg. The apex of side i is
 

@@ -47,8 +47,8 @@ LEVEL_OK, LEVEL_WARN, LEVEL_ERROR = Level.OK, Level.WARN, Level.ERROR  # diagnos
 HARDWARE_ID = "quanser_hexapod"
 MAX_REALTIME_PRIORITY = 99  # Linux SCHED_FIFO priorities are 1..99
 # ros2_control's controller manager runs its loop at SCHED_FIFO 50 when allowed, and so does the
-# robot stack by default: measured against the fake driver at 1 kHz, p99 latency 0.73-0.78 ms and
-# every command in time for the next tick, against 1.2-1.4 ms and 1-2.5 % a tick late without.
+# robot stack by default: on the normal scheduler other processes delay the answers past the next
+# tick of a 1 kHz driver (doc/benchmarks.md has the latencies with and without).
 CONTROL_LOOP_PRIORITY = 50
 
 
@@ -284,8 +284,8 @@ def run_node(factory: Callable[[], object], name: str, args: list[str] | None = 
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         # The objects of the start-up (modules, the model, rclpy's) live as long as the process: out
-        # of the collector's sight, a full collection no longer scans them (measured: 20-34 ms
-        # pauses, which tripped the 20 ms joint-state watchdog, down to about 0.5 ms).
+        # of the collector's sight, a full collection no longer scans them: a full scan paused the
+        # process for longer than the joint-state watchdog allows (doc/benchmarks.md).
         gc.collect()
         gc.freeze()
         try:

@@ -37,6 +37,7 @@ from hexapod_control.bags import BagWriter
 from hexapod_control.bags.topics import parse_topic_overrides, resolve_topic_names
 from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.parameters import STORAGE_FORMATS, load_parameters
+from hexapod_control.options import add_output, add_params, add_topic
 from hexapod_control.ros.conventions import MESSAGE_TYPES
 
 NODE_NAME = "hexapod_recorder"
@@ -123,11 +124,11 @@ def default_bag_path(output_directory: str) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hexapod_record", description="Record the hexapod topics to a rosbag2 bag (raw CDR).")
-    parser.add_argument("-o", "--output", help="bag directory to create (default: <recording.output_directory>/<time>_bag)")
+    add_output(parser, help="bag directory to create (default: <recording.output_directory>/<time>_bag)")
     parser.add_argument("--storage", choices=STORAGE_FORMATS, help="bag storage (default: recording.storage)")
-    parser.add_argument("--params", help="parameters YAML with the recording section (default: config/hexapod.yaml)")
+    add_params(parser, help="parameters YAML with the recording section (default: config/hexapod.yaml)")
     parser.add_argument("--topics", nargs="+", metavar="KEY", help="keys of ros_conventions.TOPICS (default: recording.topics)")
-    parser.add_argument("--topic", action="append", default=[], metavar="KEY=NAME", help="topic name for a key")
+    add_topic(parser, help="topic name for a key")
     parser.add_argument("--use-sim-time", action="store_true", help="log times from /clock")
     parser.add_argument("--custom-data", nargs="+", default=[], metavar="KEY=VALUE",
                         help="what the run is, into the bag's metadata as `ros2 bag record --custom-data` does, e.g. "

@@ -50,6 +50,7 @@ from hexapod_control.control.trajectories import wrap_angle
 from hexapod_control.errors import HexapodError, InvalidInputError, StackStalledError
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
 from hexapod_control.model.rotations import euler_zyx_from_quaternion
+from hexapod_control.options import add_params
 from hexapod_control.ros.common import RELIABLE_QOS, reference_point
 from hexapod_control.ros.controller_node import ControllerNode
 from hexapod_control.ros.conventions import TOPICS, euler_from_reference_point
@@ -71,8 +72,8 @@ SPIN_STEP_S = 0.05
 
 
 def _fast_executor(context: Context):
-    """rclpy's EventsExecutor where available (about 2.5x faster here: it does not rebuild a wait set
-    at every spin, and runs callbacks in arrival order); the SingleThreadedExecutor otherwise."""
+    """rclpy's EventsExecutor where available (faster: it does not rebuild a wait set at every
+    spin, and runs callbacks in arrival order); the SingleThreadedExecutor otherwise."""
     try:
         from rclpy.experimental import EventsExecutor
     except ImportError:  # rclpy before Jazzy
@@ -293,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=BACKENDS, default="embedded")
     parser.add_argument("--trajectory", choices=TRAJECTORY_CHOICES, default="operational_space")
     parser.add_argument("--duration", type=float, default=5.0, help="simulated seconds (default: %(default)s)")
-    parser.add_argument("--params", default=None, help="parameters file (default: the shipped config/hexapod.yaml)")
+    add_params(parser, help="parameters file (default: the shipped config/hexapod.yaml)")
     parser.add_argument("--plant-params", default=None, help="the simulated robot's parameters file (default: --params)")
     parser.add_argument("--inverse-dynamics", action="store_true", help="also run the inverse-dynamics node")
     args = parser.parse_args(argv)

@@ -27,6 +27,7 @@ import numpy as np
 from hexapod_control.errors import HexapodError
 from hexapod_control.evaluation.cli import prepare_output
 from hexapod_control.evaluation.document import Document, Figure, Table
+from hexapod_control.options import add_output
 from hexapod_control.scale.case import run_case
 from hexapod_control.scale.engine import Engine, Failure, Progress
 from hexapod_control.scale.spec import Case, SweepSpec, expand, load_spec, swept
@@ -41,7 +42,7 @@ MAP_CELLS = 6  # a map axis with more distinct values (drawn at random) is cut i
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("spec", type=Path, help="sweep spec (YAML, `sweep:` at the top)")
-    parser.add_argument("-o", "--output", type=Path, help="output folder (default: sweeps/<name>_<time>)")
+    add_output(parser, "output folder (default: sweeps/<name>_<time>)", type=Path)
     parser.add_argument("--force", action="store_true", help="write over an existing output folder")
     add_engine_arguments(parser)
     parser.add_argument("--limit", type=int, metavar="N", help="run the first N cases only (a quick look)")

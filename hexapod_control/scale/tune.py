@@ -50,6 +50,7 @@ from hexapod_control.evaluation.cli import prepare_output
 from hexapod_control.evaluation.document import Document, Table
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import EXTENDS_KEY, ROOT_KEY, HexapodParameters, load_parameters
+from hexapod_control.options import add_output, add_params
 from hexapod_control.scale.case import plant_parameters, run_case
 from hexapod_control.scale.engine import Engine
 from hexapod_control.scale.spec import Case, SweepSpec, expand
@@ -246,14 +247,14 @@ def _summary(rows: Sequence[dict], label: str) -> list:
 # ------------------------------------------------------------------------------------------ main
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("--params", type=Path, required=True,
-                        help="the controller's parameters: the robot's file with its identification overlay")
+    add_params(parser, "the controller's parameters: the robot's file with its identification overlay",
+               type=Path, required=True)
     parser.add_argument("--plant-params", type=Path, help="the simulated plant's parameters (default: --params)")
     parser.add_argument("--controller", choices=CONTROLLER_NAMES, required=True)
     parser.add_argument("--delay", type=int, required=True, help="loop delay [periods], compensated")
     parser.add_argument("--trials", type=int, default=40, help="gain sets tried (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="of the search and the sweeps (default: %(default)s)")
-    parser.add_argument("-o", "--output", type=Path, help="output folder (default: tuning/<controller>_delay<d>)")
+    add_output(parser, "output folder (default: tuning/<controller>_delay<d>)", type=Path)
     parser.add_argument("--force", action="store_true", help="write over an existing output folder")
     add_engine_arguments(parser)
     return parser

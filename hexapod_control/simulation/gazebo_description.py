@@ -8,7 +8,7 @@ functions, so nothing generated needs to be committed except ``config/gz_ros2_co
 
 Spanning tree (URDF cannot hold loops, and neither can Gazebo's DART wrapper: see below)
 --------------------------------------------------------------------------------------
-Every link frame is the body frame of shared/HEXAPOD_MODEL.md ("the 25 bodies"), so each
+Every link frame is the body frame of doc/model.md (the table of the 25 bodies), so each
 ``<inertial>`` is diagonal with ``rpy="0 0 0"`` and its ``xyz`` is the table's centre of mass.
 Chain k = 2i + j of side i (j = 0: q[2i], j = 1: q[2i+1]):
 
@@ -73,6 +73,7 @@ from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.kinematics import SIDE_ANGLES_DEG, ClosedChainKinematics, ForwardKinematicsResult
 from hexapod_control.model.parameters import HexapodParameters, RigidBody, RosNames, load_parameters
 from hexapod_control.model.rotations import wrap_angle
+from hexapod_control.options import add_params
 from hexapod_control.ros.conventions import TOPICS
 
 # sdformat treats a URDF link of this name as the world: joints to it anchor the model. The base
@@ -482,7 +483,7 @@ def build_world_sdf(parameters: HexapodParameters) -> str:
 # ------------------------------------------------------------------------------------ command line
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hexapod_gazebo_description", description=__doc__.splitlines()[0])
-    parser.add_argument("--params", help="parameters file (default: the shipped config/hexapod.yaml)")
+    add_params(parser, help="parameters file (default: the shipped config/hexapod.yaml)")
     parser.add_argument("--output", default="-", help="URDF file to write ('-' = stdout)")
     parser.add_argument("--controllers", help="also write the ros2_control controllers YAML here")
     parser.add_argument("--controllers-path", help="path written into the URDF's gz_ros2_control "

@@ -1,7 +1,7 @@
 """MJCF model of the Hexapod's 25 bodies, built from a :class:`HexapodParameters` object.
 
 Independent of the project's dynamics: the MuJoCo model only knows the bodies (mass, centre of
-mass, inertia in the frames of shared/HEXAPOD_MODEL.md), the joints and the loop closures, and
+mass, inertia in the frames of doc/model.md), the joints and the loop closures, and
 MuJoCo derives the dynamics itself.
 
 Spanning tree and loop closures
