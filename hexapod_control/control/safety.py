@@ -120,7 +120,7 @@ everything valid                                                          CONTRO
   reference keeps moving meanwhile; it is reached, never jumped to: even a millimetre's offset
   taken at once is a step that the position gains answer at the force limit.
 * Below the node: if the node's process dies, nothing it decides reaches the drives. The drive
-  side must zero the force when commands stop (see the controller node and the README).
+  side must zero the force when commands stop (see the controller node and doc/robot.md).
 """
 
 from __future__ import annotations
@@ -147,9 +147,9 @@ from hexapod_control.ros.conventions import (
 # A measured joint-state rate within this fraction of a bound of valid_rates counts as inside:
 # stamps of the system clock in float seconds are quantised to 0.24 us (2.4e-3 of a 10 kHz period).
 RATE_TOLERANCE = 0.01
-# Stamp spacings the joint-state rate is the median of: 0.1 s at 1 kHz. A hiccup of the PC answered
-# by skipping states (measured: bursts that put a 15-spacing median at 748 Hz and latched a HOLD
-# on a 1 kHz loop) moves it not at all; a driver that really runs slower is caught within 0.1 s.
+# Stamp spacings the joint-state rate is the median of: 0.1 s at 1 kHz. A burst of late or skipped
+# states moves it not at all (a short window latched a HOLD on a 1 kHz loop); a driver that really
+# runs slower is caught by the drop row below within RATE_KNOWN_SPACINGS slow periods.
 RATE_WINDOW = 100
 # Spacings before the rate counts as known (arming needs it), and the run of consecutive slow
 # spacings that is a drop: at 100 Hz in place of 1 kHz, five periods are 50 ms of a rate at which

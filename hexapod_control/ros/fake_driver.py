@@ -40,7 +40,7 @@ waits for commands until the next absolute ``time.monotonic`` deadline, 1/``rate
 deadline does the work of a tick itself (apply the command, step, publish), so neither an rclpy
 timer's scheduling nor a second Python thread competing for the interpreter lock sits between the
 deadline and the state going out (with a loop thread beside an executor thread the GIL hand-over
-alone cost whole periods: 320 overruns in 15 s). Each tick advances the plant by the scheduled
+alone cost whole periods: hundreds of overruns a run, doc/benchmarks.md). Each tick advances the plant by the scheduled
 wall time since the last tick (``simulation.rate`` / ``rate`` plant steps). A tick that starts a
 whole period or more late is an overrun: the ticks it missed are counted and not run, and the plant
 catches up on their steps with the forces of the late tick, because a real robot keeps moving

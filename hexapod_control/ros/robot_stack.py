@@ -3,8 +3,8 @@
     ros2 run hexapod_control hexapod_robot_stack --ros-args -p controller:=computed_torque
     (or python -m hexapod_control.ros.robot_stack; launch/hardware.launch.py starts it)
 
-On the robot's PC the separate Python nodes (trajectory, FK, controller) cost 0.5-1.5 ms of CPU
-each per 1 kHz cycle, mostly inside rclpy, and did not fit on two cores. This node is the
+On the robot's PC the separate Python nodes (trajectory, FK, controller) each cost most of a 1 kHz
+period, mostly inside rclpy, and did not fit on two cores (doc/benchmarks.md). This node is the
 controller node (:mod:`hexapod_control.ros.controller_node`: supervisor, both watchdogs, ``~/arm``,
 read-only parameters) with the trajectory inside, and does the work of a cycle in one callback:
 
@@ -39,7 +39,7 @@ answered; the older ones are counted as ``superseded_joint_states`` (an answer t
 overwritten at once) and judged all the same: a bad one counts and latches, a good one is a
 spacing of the measured rate (control/safety.py). ``single_threaded``: rclpy's SingleThreadedExecutor
 runs everything, as in the controller node. ``events``: rclpy's EventsExecutor (experimental).
-What each costs is measured by benchmarks/bench_loop.py (README, "The 1 kHz loop").
+What each costs is measured by benchmarks/bench_loop.py (doc/benchmarks.md).
 """
 
 from __future__ import annotations
