@@ -296,6 +296,10 @@ class ControllerProbe:
         end = self.now() if end is None else end
         for k in range(RATE_KNOWN_SPACINGS, -1, -1):
             self.command_after(lambda k=k: self.states.publish(joint_state(end - k * RATE_KNOWN_PERIOD, HOME_Q)))
+        # A command may be the watchdog's: wait until the node has taken the last state itself.
+        supervisor = self.node.supervisor
+        spin_until(self.executor, lambda: supervisor.rate_known and supervisor.feedback is not None
+                   and supervisor.feedback.stamp >= end - RATE_KNOWN_PERIOD / 2, DELIVERY_TIMEOUT_S, "the settled states")
 
     def wait_for_status(self, predicate, what):
         spin_until(self.executor, lambda: any(predicate(status_of(d)) for d in self.diagnostics), DELIVERY_TIMEOUT_S, what)
