@@ -293,11 +293,18 @@ class ControllerProbe:
 
     def settle(self, end=None):
         """States at rest at home, 1 ms apart up to ``end`` (default now): arming needs the rate known."""
-        end = self.now() if end is None else end
-        for k in range(RATE_KNOWN_SPACINGS, -1, -1):
-            self.command_after(lambda k=k: self.states.publish(joint_state(end - k * RATE_KNOWN_PERIOD, HOME_Q)))
-        # A command may be the watchdog's: wait until the node has taken the last state itself.
         supervisor = self.node.supervisor
+        if end is None:
+            # The burst's first stamp must come after the last state taken, or it adds no spacing.
+            earlier = supervisor.feedback.stamp if supervisor.feedback is not None else -math.inf
+            spin_until(self.executor, lambda: self.now() - RATE_KNOWN_SPACINGS * RATE_KNOWN_PERIOD > earlier,
+                       DELIVERY_TIMEOUT_S, "the clock past the last state taken")
+            end = self.now()
+        # One burst (within the subscription's depth): stamps taken just before, so that a slow test
+        # machine cannot age them past max_feedback_age while they are fed one by one.
+        for k in range(RATE_KNOWN_SPACINGS, -1, -1):
+            self.states.publish(joint_state(end - k * RATE_KNOWN_PERIOD, HOME_Q))
+        # Commands may be the watchdog's: wait until the node has taken the last state itself.
         spin_until(self.executor, lambda: supervisor.rate_known and supervisor.feedback is not None
                    and supervisor.feedback.stamp >= end - RATE_KNOWN_PERIOD / 2, DELIVERY_TIMEOUT_S, "the settled states")
 
