@@ -1,13 +1,15 @@
-"""The whole step per joint state (``ControlLoop.joint_state``) with the delay compensation's core in C
-and in NumPy, against one MuJoCo step of the same robot, in one process.
+"""The whole step per joint state (``ControlLoop.joint_state``) compiled, in Python with the delay
+compensation's core in C, and in Python with that core in NumPy, against one MuJoCo step of the
+same robot, in one process.
 
     python benchmarks/bench_step.py [--steps 3000] [--delay 2] [--controller computed_torque] [--parameters ...]
 
-Two control loops (supervisor, delay-compensated controller, pose) close the loop on two MuJoCo
+Three control loops (supervisor, delay-compensated controller, pose) close the loop on three MuJoCo
 plants of the robot along the thesis 6.5 trajectory, stepped as simulation/lockstep.py steps
 (reference, joint state, forces, one plant period), each plant behind a transport delay of
-``--delay`` periods (simulation/delay.py; the estimator finds it): one loop runs the compensation's numeric core
-in C (control/compiled_prediction.py), the other the NumPy code. Per control period, interleaved so
+``--delay`` periods (simulation/delay.py; the estimator finds it): one runs the compiled step
+(control/compiled_step.py), one the Python objects with the compensation's numeric core in C
+(control/compiled_prediction.py), one the Python objects with the NumPy code. Per control period, interleaved so
 that both see the same machine load and caches, the timer covers ``joint_state`` of each loop and
 one bare ``mujoco.mj_step`` of a third copy of the model. The first ``--settle`` periods (arming,
 the hold until the rate is known) are not counted.
@@ -42,28 +44,33 @@ from hexapod_control.simulation.lockstep import message_time  # noqa: E402
 from hexapod_control.simulation.mujoco_plant import MujocoPlant  # noqa: E402
 
 GAIN_SET = "simulated_plant"  # the simulators' gains: the loop closes on MuJoCo
-CORES = {"c": "joint_state, C core", "python": "joint_state, NumPy core"}
+# label: (the loop's step, the delay compensation's core)
+VARIANTS = {
+    "joint_state, compiled step": ("c", "c"),
+    "joint_state, Python, C core": ("python", "c"),
+    "joint_state, Python, NumPy core": ("python", "python"),
+}
 MJ_STEP = "mujoco.mj_step (1 substep)"
 
 
 def measure(model: HexapodModel, controller_name: str, steps: int, settle: int, delay: int,
             clock: Callable[[], int]) -> tuple[dict[str, np.ndarray], dict]:
-    """{workload: per-call times [us]} over ``steps`` periods after ``settle``, and the C core's counts."""
+    """{workload: per-call times [us]} over ``steps`` periods after ``settle``, and the compiled step's counts."""
     trajectory = make_trajectory("operational_space", model)
     loops = {}
-    for core in CORES:
+    for label, (step, core) in VARIANTS.items():
         control = ControlLoop(model, controller_name, gain_set=GAIN_SET, arm_on_start=True)
-        if control.controller.select_core(core) != core:
-            raise SystemExit("the compiled core is unavailable: both loops would run NumPy")
+        if control.controller.select_core(core) != core or control.select_step(step) != step:
+            raise SystemExit("the compiled code is unavailable: the loops would all run Python")
         robot = MujocoPlant(model.parameters)
         robot.reset(model.home_q)
-        loops[core] = (control, DelayedPlant(robot, delay))
+        loops[label] = (control, DelayedPlant(robot, delay))
     bare_data = copy.copy(robot.data)  # mj_step alone, on a copy so that no plant's state is disturbed
-    samples = {key: np.empty(steps) for key in (*CORES.values(), MJ_STEP)}
+    samples = {key: np.empty(steps) for key in (*VARIANTS, MJ_STEP)}
     gc.disable()  # a collection in the loop is the runtime's cost, not the step's
     try:
         for k in range(settle + steps):
-            for core, (control, plant) in loops.items():
+            for label, (control, plant) in loops.items():
                 stamp = message_time(plant.time)
                 if k > 0:  # as lockstep.py: the trajectory starts with the second state
                     sample = trajectory.sample(plant.time - plant.dt)
@@ -73,7 +80,7 @@ def measure(model: HexapodModel, controller_name: str, steps: int, settle: int, 
                 answer = control.joint_state(stamp, stamp, control.joint_names, positions, velocities)
                 elapsed = clock() - start
                 if k >= settle:
-                    samples[CORES[core]][k - settle] = elapsed
+                    samples[label][k - settle] = elapsed
                 plant.apply_forces(answer.forces)
                 plant.step()
             start = clock()
@@ -82,13 +89,15 @@ def measure(model: HexapodModel, controller_name: str, steps: int, settle: int, 
                 samples[MJ_STEP][k - settle] = clock() - start
     finally:
         gc.enable()
-    for core, (control, _) in loops.items():
+    for label, (control, _) in loops.items():
         decision = control.last_decision
         if decision is None or decision.action.value != "control":
-            raise SystemExit(f"the {core} loop does not control at the end: {decision}")
-    controller = loops["c"][0].controller
-    core = controller._core
-    counts = {"finished": dict(core.finished), "deferred": dict(core.deferred), "delay estimate": controller.delay_periods}
+            raise SystemExit(f"the loop '{label}' does not control at the end: {decision}")
+    compiled = loops["joint_state, compiled step"][0]
+    compiled.synchronize()
+    step = compiled.compiled_step
+    counts = {"finished": dict(step.finished), "deferred": dict(step.deferred),
+              "delay estimate": compiled.controller.delay_periods}
     return {key: values / 1e3 for key, values in samples.items()}, counts
 
 
@@ -113,13 +122,14 @@ def main(argv=None) -> int:
           f"{args.steps} periods of {model.parameters.source}")
     print(f"# {os.cpu_count()} CPUs, load average {' '.join(f'{v:.2f}' for v in load_before)} before and "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} after; CPU times less {cpu_clock_cost:.2f} us per clock read")
-    print(f"{'what [us]':<32} {'wall median':>12} {'wall p99':>10} {'CPU median':>11} {'/ mj_step (wall, CPU)':>22}")
+    print(f"{'what [us]':<34} {'wall median':>12} {'wall p99':>10} {'CPU median':>11} {'/ mj_step (wall, CPU)':>22}")
     for key in wall:
         ratio = f"{wall_median[key] / wall_median[MJ_STEP]:.2f}, {cpu_median[key] / cpu_median[MJ_STEP]:.2f}"
-        print(f"{key:<32} {wall_median[key]:>12.1f} {np.percentile(wall[key], 99):>10.1f} {cpu_median[key]:>11.1f} {ratio:>22}")
-    c_key, python_key = CORES["c"], CORES["python"]
-    print(f"# NumPy core / C core (wall medians): {wall_median[python_key] / wall_median[c_key]:.2f}")
-    print(f"# the C core's calls (finished, deferred to NumPy) and the delay it ended at: {counts}")
+        print(f"{key:<34} {wall_median[key]:>12.1f} {np.percentile(wall[key], 99):>10.1f} {cpu_median[key]:>11.1f} {ratio:>22}")
+    step_key, core_key, numpy_key = VARIANTS
+    print(f"# Python with the C core / compiled step (wall medians): {wall_median[core_key] / wall_median[step_key]:.2f}; "
+          f"NumPy core / compiled step: {wall_median[numpy_key] / wall_median[step_key]:.2f}")
+    print(f"# the compiled step's calls (finished, deferred to Python) and the delay it ended at: {counts}")
     return 0
 
 

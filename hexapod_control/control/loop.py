@@ -20,13 +20,19 @@ from typing import Any
 
 import numpy as np
 
+from hexapod_control.control import compiled_step
 from hexapod_control.control.controllers import ControlStatus, make_controller
 from hexapod_control.control.delay_compensation import DelayCompensatedController
-from hexapod_control.control.safety import Action, Decision, Intake, SafetySupervisor, SupervisorState
+from hexapod_control.control.safety import Action, Decision, Feedback, Intake, SafetySupervisor, SupervisorState
 from hexapod_control.control.trajectories import Reference
-from hexapod_control.errors import HexapodError
+from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.ros.conventions import ReferencePoint, effort_in_order, reference_point_from_euler
+from hexapod_control.ros.conventions import (
+    ReferencePoint,
+    effort_in_order,
+    joint_state_arrays,
+    reference_point_from_euler,
+)
 
 
 ReferenceSource = Callable[[float], None]
@@ -106,7 +112,9 @@ class ControlLoop:
     """Supervisor and controller of one process, fed with plain numbers (see the module doc).
 
     ``model`` is shared (immutable); the controller, the supervisor and the pose output each keep
-    their own forward-kinematics warm start. ``arm_on_start`` arms at the first valid joint state
+    their own forward-kinematics warm start. While armed and tracking, each joint state runs as
+    compiled C calls when the library is available (compiled_step.py: the same decisions and
+    forces as the Python objects, which then hold their state only after :meth:`synchronize`). ``arm_on_start`` arms at the first valid joint state
     and holds until the rate is known (simulation); on the robot the operator arms with :meth:`arm`. A ``controllers.rate`` outside
     the gain set's ``valid_rates``, or a HOLD damper unstable at their lowest rate, is a
     ParameterError here; the supervisor checks the measured joint-state rate against them.
@@ -130,6 +138,30 @@ class ControlLoop:
         self.last_decision: Decision | None = None
         self.last_reference_stamp: float | None = None
         self.last_arm: tuple[bool, str] | None = None  # the answer to the last arm request
+        self._names = (list(self.joint_names), tuple(self.joint_names))  # a message's names as they usually come
+        self.select_step()
+
+    def select_step(self, choice: str | None = None) -> str:
+        """Run the steps of armed tracking as compiled calls ("c") or the Python objects ("python").
+
+        ``choice`` as the control cycle's (None: $HEXAPOD_CONTROL_CYCLE, default auto: C when the
+        control law and the delay compensation's core are compiled). Returns the choice in effect.
+        """
+        step = getattr(self, "_step", None)
+        if step is not None:
+            step.release()
+        self._step = None if choice == "python" else compiled_step.attach(self, choice)
+        return "python" if self._step is None else "c"
+
+    @property
+    def compiled_step(self) -> compiled_step.CompiledStep | None:
+        """The compiled step in use (its counts of finished and deferred calls), None for Python."""
+        return self._step
+
+    def synchronize(self) -> None:
+        """Bring the Python objects (supervisor, controller) up to date with the compiled step."""
+        if self._step is not None:
+            self._step.release()
 
     # -------------------------------------------------------------- inputs
     def reference(self, now: float, stamp: float, point: ReferencePoint | None, error: str = "") -> bool:
@@ -167,50 +199,128 @@ class ControlLoop:
         hand the supervisor the reference for its stamp (the one-process stack's trajectory player):
         a copy or an older state never moves the reference.
         """
+        step = self._step
+        if step is not None:
+            if self._tracking() and isinstance(stamp, float):
+                arrays = self._arrays(names, positions, velocities)
+                if arrays is not None:
+                    status = step.intake(now, stamp, *arrays)
+                    if status == "repeated":
+                        self._mirror(now, None)
+                        return None
+                    if status == "taken":
+                        self._mirror(now, Feedback(stamp=stamp, received=now, q=arrays[0], qd=arrays[1]), steady)
+                        return self._answer(now, stamp, names, reference_source, efforts, compiled=True)
+            step.release()
         intake = self.supervisor.joint_state(now, stamp, names, positions, velocities, steady)
         if intake == Intake.REPEATED:
             return None
-        feedback = self.supervisor.feedback if intake == Intake.TAKEN else None
-        if feedback is not None and reference_source is not None:
-            reference_source(stamp)
-        if feedback is not None and efforts is not None and isinstance(self.controller, DelayCompensatedController):
-            effort = effort_in_order(names, efforts, self.joint_names)
-            if effort is not None:
-                self.controller.measured_effort(stamp, effort)
-        if feedback is not None and self.arm_on_start:
-            self.arm_on_start = False  # once: a later fault must be re-armed by the operator
-            self.last_arm = self.supervisor.arm(now, self.controller.reset, hold_until_rate_known=True)
+        if intake == Intake.TAKEN:
+            return self._answer(now, stamp, names, reference_source, efforts, compiled=False)
         decision = self.supervisor.command(now, self.controller.update)
         self.last_decision = decision
         if isinstance(self.controller, DelayCompensatedController):
             self.controller.commanded(stamp, decision.forces)  # in flight, whoever decided them
+        nan = np.full(6, np.nan)
+        return StepRecord(stamp, nan, nan, None, decision, self.diagnostic(now), self.supervisor.last_error)
+
+    def _answer(self, now: float, stamp: float, names, reference_source: ReferenceSource | None, efforts,
+                compiled: bool) -> StepRecord:
+        """The decision for the state just taken (``compiled``: by the compiled intake)."""
+        supervisor = self.supervisor
+        feedback = supervisor.feedback
+        if reference_source is not None:
+            reference_source(stamp)
+        effort = None
+        if efforts is not None and isinstance(self.controller, DelayCompensatedController):
+            effort = effort_in_order(names, efforts, self.joint_names)
+        decision = None
+        finished_in_c = False
+        if compiled and self._tracking():
+            output = self._step.command(now, stamp, effort, supervisor.tracked_reference(stamp), supervisor.reference.received)
+            if output is not None:
+                decision = Decision(output.forces, Action.CONTROL, supervisor.state, "", output, output.saturated)
+                finished_in_c = True
+        if decision is None:
+            if self._step is not None:
+                self._step.release()
+            if effort is not None:
+                self.controller.measured_effort(stamp, effort)
+            if self.arm_on_start:
+                self.arm_on_start = False  # once: a later fault must be re-armed by the operator
+                self.last_arm = supervisor.arm(now, self.controller.reset, hold_until_rate_known=True)
+            decision = supervisor.command(now, self.controller.update)
+            if isinstance(self.controller, DelayCompensatedController):
+                self.controller.commanded(stamp, decision.forces)  # in flight, whoever decided them
+        self.last_decision = decision
         pose = None
-        if decision.control is not None and np.all(np.isfinite(decision.control.pose)):
+        if finished_in_c:
+            pose = decision.control.pose  # of the measured state, finite when the compiled step finishes
+        elif decision.control is not None and np.all(np.isfinite(decision.control.pose)):
             pose = decision.control.pose  # the controller's FK of this very state: no second solve
-        elif feedback is not None:
+        else:
             try:
                 pose = self.model.forward_kinematics(feedback.q, self.pose_state).pose
             except HexapodError:
                 pass  # the FK node publishes nothing on a failure (an ERROR diagnostic only)
-        if feedback is None:
-            nan = np.full(6, np.nan)
-            return StepRecord(stamp, nan, nan, None, decision, self.diagnostic(now), self.supervisor.last_error)
         return StepRecord(stamp, feedback.q, feedback.qd, pose, decision, self.diagnostic(now))
+
+    def _tracking(self) -> bool:
+        """Armed, past the start and with a reference: the steps the compiled code may finish."""
+        supervisor = self.supervisor
+        return (supervisor.state == SupervisorState.ARMED and not supervisor._start_pending
+                and supervisor.reference is not None and not self.arm_on_start)
+
+    def _arrays(self, names, positions, velocities) -> tuple[np.ndarray, np.ndarray] | None:
+        """(q, qd) in joint order, or None to leave the joint state to the supervisor's intake."""
+        try:
+            if (names == self._names[0] or names == self._names[1]) and len(positions) == len(velocities) == 6:
+                q, qd = np.array(positions, dtype=float), np.array(velocities, dtype=float)
+                return (q, qd) if q.shape == qd.shape == (6,) else None
+            return joint_state_arrays(names, positions, velocities, self.joint_names,
+                                      self.supervisor.settings.max_joint_state_names)
+        except (InvalidInputError, TypeError, ValueError):
+            return None
+
+    def _mirror(self, now: float, feedback: Feedback | None, steady: float | None = None) -> None:
+        """The supervisor's fields for a state the compiled intake took (``feedback``) or found repeated."""
+        supervisor = self.supervisor
+        supervisor.last_feedback_time = now
+        if feedback is None:
+            supervisor.repeated_joint_states += 1
+            return
+        supervisor._last_stamp = feedback.stamp
+        supervisor._last_steady = steady
+        supervisor.feedback = supervisor._last_valid = feedback
 
     def published(self, stamp: float, when: float) -> None:
         """The answer to the state stamped ``stamp`` was published at ``when`` (the stamps' clock): a
         late answer acts later, which the delay compensation takes into account."""
-        if isinstance(self.controller, DelayCompensatedController):
+        if self._step is not None and self._step.owned:
+            self._step.published(stamp, when)
+        elif isinstance(self.controller, DelayCompensatedController):
             self.controller.published(stamp, when)
 
     def judge(self, now: float, stamp: float, names, positions, velocities, steady: float | None = None) -> None:
         """Validate a joint state that will not be answered (a newer one waits): it counts and latches
         as any other (safety.py), and a valid one is a spacing of the rate and the next motion check's
         baseline."""
+        step = self._step
+        if step is not None:
+            if self._tracking() and isinstance(stamp, float):
+                arrays = self._arrays(names, positions, velocities)
+                if arrays is not None:
+                    status = step.intake(now, stamp, *arrays)
+                    if status in ("taken", "repeated"):
+                        feedback = Feedback(stamp=stamp, received=now, q=arrays[0], qd=arrays[1]) if status == "taken" else None
+                        self._mirror(now, feedback, steady)
+                        return
+            step.release()
         self.supervisor.joint_state(now, stamp, names, positions, velocities, steady)
 
     # -------------------------------------------------------------- operator
     def arm(self, now: float) -> tuple[bool, str]:
+        self.synchronize()
         self.last_arm = self.supervisor.arm(now, self.controller.reset)
         return self.last_arm
 
@@ -237,6 +347,7 @@ class ControlLoop:
         level, message = grade(self.last_decision, self.supervisor)
         if not self.throttle.due(now, level, message) and not force:
             return None
+        self.synchronize()  # the rate and the controller's state, as the Python objects hold them
         return DiagnosticStatus(level, message, self.status_values())
 
     def status_values(self) -> dict[str, Any]:

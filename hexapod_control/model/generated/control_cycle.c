@@ -4,7 +4,8 @@
  * around the generated dynamics terms of dynamics_terms.c. Built with dynamics_terms.c into one shared
  * library, at install by setup.py, else at first use by hexapod_control/model/compiled.py; called by
  * hexapod_control/control/compiled_cycle.py. The Python controllers stay the reference and the fallback.
- * At the end, the delay compensation's numeric core (hexapod_control/codegen/delay_prediction.py).
+ * At the end, the delay compensation's numeric core (hexapod_control/codegen/delay_prediction.py) and
+ * the whole step per joint state around it (hexapod_control/codegen/control_step.py).
  *
  *   int hexapod_cycle_<controller>(const double q[6], const double qd[6], const double reference[18],
  *                                  double period, double state[24], const double settings[...],
@@ -870,4 +871,514 @@ int hexapod_predict(const double *q, const double *qd, const double *phi, const 
         }
     }
     return STATUS_OK;
+}
+
+/* Layouts of the whole step's arrays (read by compiled_step.py), and their offsets. */
+const char hexapod_step_settings[] = "max_future_stamp[1] max_feedback_age[1] plausible_position_margin[1] plausible_speed_factor[1] plausible_step_margin[1] reference_timeout[1] max_saturation_time[1] frozen_feedback_time[1] position_min[1] position_max[1] min_slider_separation[1] speed_max[1] force_limit[1] rate_min[1] rate_max[1] rate_tolerance[1] rate_known_spacings[1] rate_window[1] period_window[1] nominal_period[1] flight_length[1] stamp_tolerance[1] estimate[1] max_delay_periods[1] estimator_time_constant[1] switch_ratio[1] double_loop[1] law_period[1] longest_period[1]";
+const char hexapod_step_memory[] = "last_stamp[1] last_valid[1] last_valid_stamp[1] last_valid_q[6] last_valid_qd[6] rate[203] saturated_since[1] frozen_since[1] frozen_force_sum[6] frozen_commands[1] period[33] sent[130] effort_stamp[1] effort[6] measurement[1] measurement_t[1] measurement_q[6] measurement_qd[6] measurement_phi[3] misfits[16] delay_periods[1] estimate_changes[1] prediction[1] prediction_q[6] prediction_qd[6] measured_state[24] law_state[24] integrated_at[1]";
+const char hexapod_step_inputs[] = "now[1] stamp[1] q[6] qd[6] effort_given[1] effort[6] reference[18] reference_received[1]";
+const char hexapod_step_outputs[] = "forces[6] saturated[6] pose[6] pose_error[6] position_error_norm[1] orientation_error_norm[1] law_status[1] jacobian_conditioning[1] constraint_conditioning[1] fk_iterations[1] fk_residual[1] joint_command[6] velocity_error[6] cycle_status[1]";
+const char hexapod_step_statuses[] = "taken repeated control invalid stale state_limits rate reference_stale measure applied_force predict law saturation frozen_window";
+#define WINDOW_HEADER 3
+#define SENT_ENTRY 8
+#define FLIGHT_CAPACITY 16
+#define STEP_MAX_FUTURE_STAMP 0
+#define STEP_MAX_FEEDBACK_AGE 1
+#define STEP_PLAUSIBLE_POSITION_MARGIN 2
+#define STEP_PLAUSIBLE_SPEED_FACTOR 3
+#define STEP_PLAUSIBLE_STEP_MARGIN 4
+#define STEP_REFERENCE_TIMEOUT 5
+#define STEP_MAX_SATURATION_TIME 6
+#define STEP_FROZEN_FEEDBACK_TIME 7
+#define STEP_POSITION_MIN 8
+#define STEP_POSITION_MAX 9
+#define STEP_MIN_SLIDER_SEPARATION 10
+#define STEP_SPEED_MAX 11
+#define STEP_FORCE_LIMIT 12
+#define STEP_RATE_MIN 13
+#define STEP_RATE_MAX 14
+#define STEP_RATE_TOLERANCE 15
+#define STEP_RATE_KNOWN_SPACINGS 16
+#define STEP_RATE_WINDOW 17
+#define STEP_PERIOD_WINDOW 18
+#define STEP_NOMINAL_PERIOD 19
+#define STEP_FLIGHT_LENGTH 20
+#define STEP_STAMP_TOLERANCE 21
+#define STEP_ESTIMATE 22
+#define STEP_MAX_DELAY_PERIODS 23
+#define STEP_ESTIMATOR_TIME_CONSTANT 24
+#define STEP_SWITCH_RATIO 25
+#define STEP_DOUBLE_LOOP 26
+#define STEP_LAW_PERIOD 27
+#define STEP_LONGEST_PERIOD 28
+#define STEP_SIZE 29
+#define MEMORY_LAST_STAMP 0
+#define MEMORY_LAST_VALID 1
+#define MEMORY_LAST_VALID_STAMP 2
+#define MEMORY_LAST_VALID_Q 3
+#define MEMORY_LAST_VALID_QD 9
+#define MEMORY_RATE 15
+#define MEMORY_SATURATED_SINCE 218
+#define MEMORY_FROZEN_SINCE 219
+#define MEMORY_FROZEN_FORCE_SUM 220
+#define MEMORY_FROZEN_COMMANDS 226
+#define MEMORY_PERIOD 227
+#define MEMORY_SENT 260
+#define MEMORY_EFFORT_STAMP 390
+#define MEMORY_EFFORT 391
+#define MEMORY_MEASUREMENT 397
+#define MEMORY_MEASUREMENT_T 398
+#define MEMORY_MEASUREMENT_Q 399
+#define MEMORY_MEASUREMENT_QD 405
+#define MEMORY_MEASUREMENT_PHI 411
+#define MEMORY_MISFITS 414
+#define MEMORY_DELAY_PERIODS 430
+#define MEMORY_ESTIMATE_CHANGES 431
+#define MEMORY_PREDICTION 432
+#define MEMORY_PREDICTION_Q 433
+#define MEMORY_PREDICTION_QD 439
+#define MEMORY_MEASURED_STATE 445
+#define MEMORY_LAW_STATE 469
+#define MEMORY_INTEGRATED_AT 493
+#define MEMORY_SIZE 494
+#define INPUT_NOW 0
+#define INPUT_STAMP 1
+#define INPUT_Q 2
+#define INPUT_QD 8
+#define INPUT_EFFORT_GIVEN 14
+#define INPUT_EFFORT 15
+#define INPUT_REFERENCE 21
+#define INPUT_REFERENCE_RECEIVED 39
+#define INPUT_SIZE 40
+#define OUTPUT_FORCES 0
+#define OUTPUT_SATURATED 6
+#define OUTPUT_POSE 12
+#define OUTPUT_POSE_ERROR 18
+#define OUTPUT_POSITION_ERROR_NORM 24
+#define OUTPUT_ORIENTATION_ERROR_NORM 25
+#define OUTPUT_LAW_STATUS 26
+#define OUTPUT_JACOBIAN_CONDITIONING 27
+#define OUTPUT_CONSTRAINT_CONDITIONING 28
+#define OUTPUT_FK_ITERATIONS 29
+#define OUTPUT_FK_RESIDUAL 30
+#define OUTPUT_JOINT_COMMAND 31
+#define OUTPUT_VELOCITY_ERROR 37
+#define OUTPUT_CYCLE_STATUS 43
+#define OUTPUT_SIZE 44
+#define STEP_STATUS_TAKEN 0
+#define STEP_STATUS_REPEATED 1
+#define STEP_STATUS_CONTROL 2
+#define STEP_STATUS_INVALID 3
+#define STEP_STATUS_STALE 4
+#define STEP_STATUS_STATE_LIMITS 5
+#define STEP_STATUS_RATE 6
+#define STEP_STATUS_REFERENCE_STALE 7
+#define STEP_STATUS_MEASURE 8
+#define STEP_STATUS_APPLIED_FORCE 9
+#define STEP_STATUS_PREDICT 10
+#define STEP_STATUS_LAW 11
+#define STEP_STATUS_SATURATION 12
+#define STEP_STATUS_FROZEN_WINDOW 13
+
+/* ------------------------------------------------------------------------------ the whole step */
+/* SafetySupervisor.joint_state and .command around DelayCompensatedController.update
+ * (codegen/control_step.py). Each function works on a copy of `memory` and writes it back only when
+ * it finishes (a status below STEP_FINISHED); every other status leaves the step to the Python code.
+ *
+ *   int hexapod_step_intake(const double inputs[...], double memory[...], const double step_settings[...])
+ *   int hexapod_step_command(const double inputs[...], double memory[...], const double step_settings[...],
+ *                            const double cycle_settings[...], const double drives[25],
+ *                            const double parameters[...], double out[...])
+ *   int hexapod_step_published(double memory[...], const double step_settings[...], double stamp, double when)
+ */
+#define STEP_FINISHED 3
+
+/* A window of stamp spacings (StampPeriod): count, next slot, last stamp, the spacings in arrival
+ * order (a ring) and the same sorted (for the median). */
+static double step_window_median(const double *block, int window, double fallback)
+{
+    const int count = (int)block[0];
+    const double *sorted = block + WINDOW_HEADER + window;
+    if (count == 0) {
+        return fallback;
+    }
+    const int middle = count / 2;
+    return count % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2.0;
+}
+
+static void step_window_add(double *block, int window, double stamp)
+{
+    const double last = block[2];
+    if (!isnan(last) && stamp > last) {
+        const double spacing = stamp - last;
+        int count = (int)block[0], next = (int)block[1];
+        double *ring = block + WINDOW_HEADER, *sorted = block + WINDOW_HEADER + window;
+        if (count == window) { /* the oldest leaves */
+            const double oldest = ring[next];
+            int at = 0;
+            while (at < count - 1 && sorted[at] != oldest) {
+                ++at;
+            }
+            memmove(sorted + at, sorted + at + 1, (size_t)(count - 1 - at) * sizeof(double));
+            --count;
+        }
+        ring[next] = spacing;
+        int at = count;
+        while (at > 0 && sorted[at - 1] > spacing) {
+            sorted[at] = sorted[at - 1];
+            --at;
+        }
+        sorted[at] = spacing;
+        block[0] = count + 1;
+        block[1] = (next + 1) % window;
+    }
+    block[2] = stamp;
+}
+
+/* The shortest of the last `n` spacings (StampPeriod.latest). */
+static double step_window_latest_min(const double *block, int window, int n)
+{
+    const int count = (int)block[0], next = (int)block[1];
+    const double *ring = block + WINDOW_HEADER;
+    double shortest = INFINITY;
+    for (int k = 1; k <= n && k <= count; ++k) {
+        shortest = fmin(shortest, ring[(next - k + window) % window]);
+    }
+    return shortest;
+}
+
+/* The commands in flight (DelayCompensatedController._sent): count, next slot, entries of (stamp,
+ * lateness, forces), `length` of them at most (the deque's maxlen). */
+static const double STEP_ZERO_FORCES[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+
+static double *step_sent_entry(double *sent, int length, int back)
+{
+    const int next = (int)sent[1];
+    return sent + 2 + SENT_ENTRY * ((next - 1 - back + 2 * length) % length);
+}
+
+/* DelayCompensatedController._in_flight: the command acting at t under a delay of `delay` periods. */
+static const double *step_in_flight(double *sent, int length, double t, double period, int delay, double tolerance)
+{
+    const int count = (int)sent[0];
+    for (int back = 0; back < count; ++back) {
+        const double *entry = step_sent_entry(sent, length, back);
+        if (entry[0] + ((double)(delay + (int)entry[1]) - tolerance) * period <= t) {
+            return entry + 2;
+        }
+    }
+    return STEP_ZERO_FORCES;
+}
+
+/* DelayCompensatedController.commanded: the forces sent for the state stamped t, clamped. */
+static void step_commanded(double *sent, int length, double t, const double *forces, double limit)
+{
+    int count = (int)sent[0], next = (int)sent[1];
+    if (count > 0 && step_sent_entry(sent, length, 0)[0] == t) {
+        --count;
+        next = (next - 1 + length) % length;
+    }
+    double *entry = sent + 2 + SENT_ENTRY * next;
+    entry[0] = t;
+    entry[1] = 0.0;
+    for (int k = 0; k < N_ACTUATORS; ++k) {
+        entry[2 + k] = fmin(fmax(forces[k], -limit), limit);
+    }
+    sent[0] = count < length ? count + 1 : length;
+    sent[1] = (next + 1) % length;
+}
+
+int hexapod_step_intake(const double *inputs, double *memory, const double *settings)
+{
+    const double now = inputs[INPUT_NOW], stamp = inputs[INPUT_STAMP];
+    const double *q = inputs + INPUT_Q, *qd = inputs + INPUT_QD;
+    if (!isfinite(stamp) || stamp - now > settings[STEP_MAX_FUTURE_STAMP] || !cycle_all_finite(q, 6) ||
+        !cycle_all_finite(qd, 6)) {
+        return STEP_STATUS_INVALID;
+    }
+    /* SafetySupervisor._check_plausible */
+    const double margin = settings[STEP_PLAUSIBLE_POSITION_MARGIN];
+    const double low = settings[STEP_POSITION_MIN] - margin, high = settings[STEP_POSITION_MAX] + margin;
+    const double plausible_speed = settings[STEP_PLAUSIBLE_SPEED_FACTOR] * settings[STEP_SPEED_MAX];
+    for (int k = 0; k < N_ACTUATORS; ++k) {
+        if (q[k] < low || q[k] > high || fabs(qd[k]) > plausible_speed) {
+            return STEP_STATUS_INVALID;
+        }
+    }
+    for (int side = 0; side < 3; ++side) {
+        if (q[2 * side] + q[2 * side + 1] < settings[STEP_MIN_SLIDER_SEPARATION] - margin) {
+            return STEP_STATUS_INVALID;
+        }
+    }
+    const double last_stamp = memory[MEMORY_LAST_STAMP];
+    const int has_last_valid = memory[MEMORY_LAST_VALID] != 0.0;
+    if (stamp > last_stamp && has_last_valid) { /* _check_motion */
+        const double bound = plausible_speed * (stamp - memory[MEMORY_LAST_VALID_STAMP]) + settings[STEP_PLAUSIBLE_STEP_MARGIN];
+        for (int k = 0; k < N_ACTUATORS; ++k) {
+            if (fabs(q[k] - memory[MEMORY_LAST_VALID_Q + k]) > bound) {
+                return STEP_STATUS_INVALID;
+            }
+        }
+    }
+    if (stamp <= last_stamp) {
+        return STEP_STATUS_REPEATED;
+    }
+    if (now - stamp > settings[STEP_MAX_FEEDBACK_AGE]) {
+        return STEP_STATUS_STALE;
+    }
+    int unchanged = has_last_valid;
+    for (int k = 0; k < N_ACTUATORS && unchanged; ++k) {
+        unchanged = q[k] == memory[MEMORY_LAST_VALID_Q + k] && qd[k] == memory[MEMORY_LAST_VALID_QD + k];
+    }
+    if (!unchanged || isnan(memory[MEMORY_FROZEN_SINCE])) { /* _restart_frozen_window */
+        memory[MEMORY_FROZEN_SINCE] = unchanged ? memory[MEMORY_LAST_VALID_STAMP] : NAN;
+        memset(memory + MEMORY_FROZEN_FORCE_SUM, 0, 6 * sizeof(double));
+        memory[MEMORY_FROZEN_COMMANDS] = 0.0;
+    }
+    memory[MEMORY_LAST_STAMP] = stamp;
+    step_window_add(memory + MEMORY_RATE, (int)settings[STEP_RATE_WINDOW], stamp);
+    memory[MEMORY_LAST_VALID] = 1.0;
+    memory[MEMORY_LAST_VALID_STAMP] = stamp;
+    memcpy(memory + MEMORY_LAST_VALID_Q, q, 6 * sizeof(double));
+    memcpy(memory + MEMORY_LAST_VALID_QD, qd, 6 * sizeof(double));
+    return STEP_STATUS_TAKEN;
+}
+
+/* SafetySupervisor._rate_problem, and its "not known yet": 0 when the rate allows control. */
+static int step_rate_problem(const double *memory, const double *settings)
+{
+    const int window = (int)settings[STEP_RATE_WINDOW];
+    const double *rate = memory + MEMORY_RATE;
+    const int known = (int)settings[STEP_RATE_KNOWN_SPACINGS];
+    if ((int)rate[0] < known) {
+        return 1;
+    }
+    const double tolerance = settings[STEP_RATE_TOLERANCE];
+    const double measured = 1.0 / step_window_median(rate, window, NAN);
+    if (!(settings[STEP_RATE_MIN] * (1.0 - tolerance) <= measured && measured <= settings[STEP_RATE_MAX] * (1.0 + tolerance))) {
+        return 1;
+    }
+    const double slowest = 1.0 / (settings[STEP_RATE_MIN] * (1.0 - tolerance));
+    return step_window_latest_min(rate, window, known) > slowest;
+}
+
+/* DelayCompensatedController._estimate, with the C applied force (or the drives' effort). */
+static int step_estimate(double *memory, const double *settings, const double *cycle_settings, const double *drives,
+                         const double *parameters, double t, const double *q, const double *qd, const double *phi,
+                         double period, int *cycle_status)
+{
+    const int had = memory[MEMORY_MEASUREMENT] != 0.0;
+    double t0 = memory[MEMORY_MEASUREMENT_T], q0[6], qd0[6], phi0[3];
+    memcpy(q0, memory + MEMORY_MEASUREMENT_Q, sizeof q0);
+    memcpy(qd0, memory + MEMORY_MEASUREMENT_QD, sizeof qd0);
+    memcpy(phi0, memory + MEMORY_MEASUREMENT_PHI, sizeof phi0);
+    memory[MEMORY_MEASUREMENT] = 1.0;
+    memory[MEMORY_MEASUREMENT_T] = t;
+    memcpy(memory + MEMORY_MEASUREMENT_Q, q, 6 * sizeof(double));
+    memcpy(memory + MEMORY_MEASUREMENT_QD, qd, 6 * sizeof(double));
+    memcpy(memory + MEMORY_MEASUREMENT_PHI, phi, 3 * sizeof(double));
+    const double tolerance = settings[STEP_STAMP_TOLERANCE];
+    if (!had || !(0.0 < t - t0 && t - t0 < (1.0 + tolerance) * period)) {
+        return STEP_STATUS_CONTROL;
+    }
+    double applied[6];
+    if (memory[MEMORY_EFFORT_STAMP] == t) {
+        memcpy(applied, memory + MEMORY_EFFORT, sizeof applied);
+    } else {
+        *cycle_status = hexapod_applied_force(q0, qd0, phi0, qd, t - t0, drives, cycle_settings, parameters, applied);
+        if (*cycle_status != STATUS_OK) {
+            return STEP_STATUS_APPLIED_FORCE;
+        }
+    }
+    const int length = (int)settings[STEP_FLIGHT_LENGTH], hypotheses = (int)settings[STEP_MAX_DELAY_PERIODS] + 1;
+    const double forgetting = exp(-period / settings[STEP_ESTIMATOR_TIME_CONSTANT]);
+    double *misfits = memory + MEMORY_MISFITS;
+    for (int delay = 0; delay < hypotheses; ++delay) {
+        const double *command = step_in_flight(memory + MEMORY_SENT, length, t0, period, delay, tolerance);
+        double misfit = 0.0;
+        for (int k = 0; k < N_ACTUATORS; ++k) {
+            const double difference = applied[k] - command[k];
+            misfit += difference * difference;
+        }
+        misfits[delay] = forgetting * misfits[delay] + (1.0 - forgetting) * misfit;
+    }
+    int best = 0;
+    for (int delay = 1; delay < hypotheses; ++delay) {
+        if (misfits[delay] < misfits[best]) {
+            best = delay;
+        }
+    }
+    if (misfits[best] < settings[STEP_SWITCH_RATIO] * misfits[(int)memory[MEMORY_DELAY_PERIODS]]) {
+        memory[MEMORY_DELAY_PERIODS] = best;
+        memory[MEMORY_ESTIMATE_CHANGES] += 1.0;
+    }
+    return STEP_STATUS_CONTROL;
+}
+
+int hexapod_step_command(const double *inputs, double *memory, const double *settings, const double *cycle_settings,
+                         const double *drives, const double *parameters, double *out)
+{
+    double work[MEMORY_SIZE];
+    memcpy(work, memory, sizeof work);
+    const double now = inputs[INPUT_NOW], t = inputs[INPUT_STAMP];
+    const double *q = inputs + INPUT_Q, *qd = inputs + INPUT_QD, *reference = inputs + INPUT_REFERENCE;
+    int cycle_status = STATUS_OK;
+    /* SafetySupervisor.command: the state's limits (_state_problem), the rate, the reference's age. */
+    for (int k = 0; k < N_ACTUATORS; ++k) {
+        if (!(settings[STEP_POSITION_MIN] <= q[k] && q[k] <= settings[STEP_POSITION_MAX]) ||
+            fabs(qd[k]) > settings[STEP_SPEED_MAX]) {
+            return STEP_STATUS_STATE_LIMITS;
+        }
+    }
+    for (int side = 0; side < 3; ++side) {
+        if (q[2 * side] + q[2 * side + 1] < settings[STEP_MIN_SLIDER_SEPARATION]) {
+            return STEP_STATUS_STATE_LIMITS;
+        }
+    }
+    if (now - t > settings[STEP_MAX_FEEDBACK_AGE]) {
+        return STEP_STATUS_STALE;
+    }
+    if (step_rate_problem(work, settings)) {
+        return STEP_STATUS_RATE;
+    }
+    if (now - inputs[INPUT_REFERENCE_RECEIVED] > settings[STEP_REFERENCE_TIMEOUT]) {
+        return STEP_STATUS_REFERENCE_STALE;
+    }
+    if (!cycle_all_finite(reference, 18)) {
+        return STEP_STATUS_LAW; /* the wrapped controller's invalid input */
+    }
+    if (inputs[INPUT_EFFORT_GIVEN] != 0.0 && cycle_all_finite(inputs + INPUT_EFFORT, 6)) { /* measured_effort */
+        work[MEMORY_EFFORT_STAMP] = t;
+        memcpy(work + MEMORY_EFFORT, inputs + INPUT_EFFORT, 6 * sizeof(double));
+    }
+
+    /* DelayCompensatedController.update */
+    double *stamps = work + MEMORY_PERIOD;
+    const int period_window = (int)settings[STEP_PERIOD_WINDOW];
+    step_window_add(stamps, period_window, t);
+    const double period = step_window_median(stamps, period_window, settings[STEP_NOMINAL_PERIOD]);
+    double measured[MEASURED_SIZE];
+    cycle_status = hexapod_measure(q, work + MEMORY_MEASURED_STATE, cycle_settings, measured);
+    if (cycle_status != STATUS_OK) {
+        out[OUTPUT_CYCLE_STATUS] = cycle_status;
+        return STEP_STATUS_MEASURE;
+    }
+    const double *phi = measured + MEASURED_PHI, *pose = measured + MEASURED_POSE;
+    if (settings[STEP_ESTIMATE] != 0.0) {
+        const int status = step_estimate(work, settings, cycle_settings, drives, parameters, t, q, qd, phi, period,
+                                         &cycle_status);
+        if (status != STEP_STATUS_CONTROL) {
+            out[OUTPUT_CYCLE_STATUS] = cycle_status;
+            return status;
+        }
+    }
+    const int delay = (int)work[MEMORY_DELAY_PERIODS], length = (int)settings[STEP_FLIGHT_LENGTH];
+    const double horizon = delay * period, tolerance = settings[STEP_STAMP_TOLERANCE];
+    double in_flight[6 * FLIGHT_CAPACITY], predicted[PREDICTED_SIZE];
+    for (int step = 0; step < delay; ++step) {
+        memcpy(in_flight + 6 * step, step_in_flight(work + MEMORY_SENT, length, t + step * period, period, delay, tolerance),
+               6 * sizeof(double));
+    }
+    cycle_status = hexapod_predict(q, qd, phi, in_flight, delay, period, drives, cycle_settings, parameters, predicted);
+    if (cycle_status != STATUS_OK) {
+        out[OUTPUT_CYCLE_STATUS] = cycle_status;
+        return STEP_STATUS_PREDICT;
+    }
+    work[MEMORY_PREDICTION] = 1.0;
+    memcpy(work + MEMORY_PREDICTION_Q, predicted + PREDICTED_Q, 6 * sizeof(double));
+    memcpy(work + MEMORY_PREDICTION_QD, predicted + PREDICTED_QD, 6 * sizeof(double));
+    double ahead[18]; /* extrapolated_reference */
+    for (int k = 0; k < 6; ++k) {
+        const double velocity = reference[REFERENCE_VELOCITY + k], acceleration = reference[REFERENCE_ACCELERATION + k];
+        ahead[REFERENCE_POSE + k] = reference[REFERENCE_POSE + k] + horizon * velocity + 0.5 * horizon * horizon * acceleration;
+        ahead[REFERENCE_VELOCITY + k] = velocity + horizon * acceleration;
+        ahead[REFERENCE_ACCELERATION + k] = acceleration;
+    }
+    double law[OUT_SIZE];
+    const int double_loop = settings[STEP_DOUBLE_LOOP] != 0.0;
+    if (double_loop) {
+        const double integrated_at = work[MEMORY_INTEGRATED_AT]; /* DoubleLoopController.integration_step */
+        const double step = isnan(integrated_at) ? settings[STEP_LAW_PERIOD]
+                                                 : fmin(fmax(t - integrated_at, 0.0), settings[STEP_LONGEST_PERIOD]);
+        cycle_status = hexapod_cycle_double_loop(predicted + PREDICTED_Q, predicted + PREDICTED_QD, ahead, step,
+                                                 work + MEMORY_LAW_STATE, cycle_settings, parameters, law);
+    } else {
+        cycle_status = hexapod_cycle_computed_torque(predicted + PREDICTED_Q, predicted + PREDICTED_QD, ahead,
+                                                     settings[STEP_LAW_PERIOD], work + MEMORY_LAW_STATE,
+                                                     cycle_settings, parameters, law);
+    }
+    if (cycle_status > STATUS_NEAR_SINGULAR) {
+        out[OUTPUT_CYCLE_STATUS] = cycle_status;
+        return STEP_STATUS_LAW;
+    }
+    if (double_loop) {
+        work[MEMORY_INTEGRATED_AT] = isnan(work[MEMORY_INTEGRATED_AT]) ? t : fmax(work[MEMORY_INTEGRATED_AT], t);
+    }
+    /* The supervisor's clamp (the law clamped already) and the saturation and frozen-feedback rows. */
+    const double limit = settings[STEP_FORCE_LIMIT];
+    double forces[6], saturated[6];
+    int any_saturated = 0;
+    for (int k = 0; k < N_ACTUATORS; ++k) {
+        const double force = law[OUT_FORCES + k];
+        saturated[k] = (law[OUT_SATURATED + k] != 0.0 || fabs(force) > limit) ? 1.0 : 0.0;
+        any_saturated |= saturated[k] != 0.0;
+        forces[k] = fmin(fmax(force, -limit), limit);
+    }
+    if (any_saturated) {
+        if (isnan(work[MEMORY_SATURATED_SINCE])) {
+            work[MEMORY_SATURATED_SINCE] = t;
+        } else if (t - work[MEMORY_SATURATED_SINCE] > settings[STEP_MAX_SATURATION_TIME]) {
+            return STEP_STATUS_SATURATION;
+        }
+    } else {
+        work[MEMORY_SATURATED_SINCE] = NAN;
+    }
+    if (!isnan(work[MEMORY_FROZEN_SINCE])) {
+        for (int k = 0; k < N_ACTUATORS; ++k) {
+            work[MEMORY_FROZEN_FORCE_SUM + k] += forces[k];
+        }
+        work[MEMORY_FROZEN_COMMANDS] += 1.0;
+        if (!(t - work[MEMORY_FROZEN_SINCE] < settings[STEP_FROZEN_FEEDBACK_TIME])) {
+            return STEP_STATUS_FROZEN_WINDOW;
+        }
+    }
+    step_commanded(work + MEMORY_SENT, length, t, forces, limit);
+
+    memcpy(out + OUTPUT_FORCES, forces, sizeof forces);
+    memcpy(out + OUTPUT_SATURATED, saturated, sizeof saturated);
+    double *pose_error = out + OUTPUT_POSE_ERROR;
+    for (int k = 0; k < 6; ++k) {
+        out[OUTPUT_POSE + k] = pose[k];
+        pose_error[k] = reference[REFERENCE_POSE + k] - pose[k];
+    }
+    for (int k = 3; k < 6; ++k) {
+        pose_error[k] = M_PI - cycle_remainder(M_PI - pose_error[k], 2.0 * M_PI);
+    }
+    out[OUTPUT_POSITION_ERROR_NORM] =
+        sqrt(pose_error[0] * pose_error[0] + pose_error[1] * pose_error[1] + pose_error[2] * pose_error[2]);
+    out[OUTPUT_ORIENTATION_ERROR_NORM] =
+        sqrt(pose_error[3] * pose_error[3] + pose_error[4] * pose_error[4] + pose_error[5] * pose_error[5]);
+    out[OUTPUT_LAW_STATUS] = cycle_status;
+    out[OUTPUT_JACOBIAN_CONDITIONING] = law[OUT_JACOBIAN_CONDITIONING];
+    out[OUTPUT_CONSTRAINT_CONDITIONING] = law[OUT_CONSTRAINT_CONDITIONING];
+    out[OUTPUT_FK_ITERATIONS] = law[OUT_FK_ITERATIONS];
+    out[OUTPUT_FK_RESIDUAL] = law[OUT_FK_RESIDUAL];
+    memcpy(out + OUTPUT_JOINT_COMMAND, law + OUT_JOINT_COMMAND, 6 * sizeof(double));
+    memcpy(out + OUTPUT_VELOCITY_ERROR, law + OUT_VELOCITY_ERROR, 6 * sizeof(double));
+    out[OUTPUT_CYCLE_STATUS] = STATUS_OK;
+    memcpy(memory, work, sizeof work);
+    return STEP_STATUS_CONTROL;
+}
+
+int hexapod_step_published(double *memory, const double *settings, double stamp, double when)
+{
+    const int length = (int)settings[STEP_FLIGHT_LENGTH];
+    double *sent = memory + MEMORY_SENT;
+    if ((int)sent[0] == 0 || step_sent_entry(sent, length, 0)[0] != stamp || !isfinite(when)) {
+        return 0;
+    }
+    const double period = step_window_median(memory + MEMORY_PERIOD, (int)settings[STEP_PERIOD_WINDOW],
+                                             settings[STEP_NOMINAL_PERIOD]);
+    step_sent_entry(sent, length, 0)[1] = fmax(0.0, floor((when - stamp) / period));
+    return 1;
 }

@@ -1,0 +1,429 @@
+"""The whole step per joint state in one compiled call: the Python loop as reference and fallback.
+
+``generated/control_cycle.c`` (codegen/control_step.py) holds ``hexapod_step_intake`` (the
+supervisor's intake of a joint state), ``hexapod_step_command`` (the supervisor's decision while
+armed and tracking, around the delay-compensated control law) and ``hexapod_step_published``.
+:class:`ControlLoop` (loop.py) calls them through :class:`CompiledStep` while the supervisor is
+armed, tracking a reference and past its start; everything else runs the Python objects, which
+stay the reference: the supervisor (safety.py), the delay compensation (delay_compensation.py) and
+the wrapped controller.
+
+Ownership. The C functions keep their state in one array, ``memory``. While the loop runs them,
+that array is the state of record of what they advance (the rate and period windows, the commands
+in flight, the estimator, the warm starts, the integrator, the saturation and frozen windows); the
+supervisor's simple fields (the feedback, the last stamp, the arrival times, the counts) are kept
+current in Python at every step. :meth:`CompiledStep.release` writes the array back into the Python
+objects before any Python code reads them (a deferred step, arming, a diagnostics status, a caller's
+:meth:`ControlLoop.synchronize`); :meth:`CompiledStep.take` reads them in again before the next
+compiled step. A step the C code does not finish (a fault, a HOLD, a rejected state, a deferred
+numeric call, a frozen-feedback window to judge) leaves ``memory`` as it was, and the Python code
+runs that step from the released state, so both paths give the same decisions and forces
+(test_compiled_step.py holds them to 1e-12 on recorded sequences with every row of the rule table).
+
+The choice follows the control cycle's (``HEXAPOD_CONTROL_CYCLE``): the step is compiled when the
+control law and the delay compensation's core are (compiled_cycle.py, compiled_prediction.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import math
+import threading
+from collections import deque
+
+import numpy as np
+
+from hexapod_control.codegen import control_step
+from hexapod_control.control import compiled_cycle, compiled_prediction, safety, stamp_period
+from hexapod_control.control.controllers import ControlOutput, ControlStatus
+from hexapod_control.control.delay_compensation import STAMP_TOLERANCE, DelayCompensatedController, DelayEstimator
+from hexapod_control.errors import CompilationError
+from hexapod_control.model import compiled
+from hexapod_control.model.kinematics import KinematicState
+
+_WARM_START = ("last_q", "last_phi", "previous_q", "previous_phi")
+_LAW_STATUSES = (ControlStatus.OK, ControlStatus.SATURATED, ControlStatus.NEAR_SINGULAR)
+_TAKEN, _REPEATED, _CONTROL = 0, 1, 2  # the first step statuses (StepLibrary checks them)
+
+
+class StepLibrary:
+    """The step functions of a loaded library and the layouts of their arrays (read from it)."""
+
+    def __init__(self, prediction: compiled_prediction.PredictionLibrary, library, path):
+        layout = compiled_cycle._layout
+        try:
+            self.settings = layout(library, "hexapod_step_settings", path)
+            self.memory = layout(library, "hexapod_step_memory", path)
+            self.inputs = layout(library, "hexapod_step_inputs", path)
+            self.outputs = layout(library, "hexapod_step_outputs", path)
+            self.statuses = tuple(compiled.read_string(library, "hexapod_step_statuses").split())
+            self.intake = library["hexapod_step_intake"]
+            self.command = library["hexapod_step_command"]
+            self.published = library["hexapod_step_published"]
+        except (ValueError, AttributeError) as error:  # a symbol is missing
+            raise CompilationError(f"{path} has no compiled step: {error}") from error
+        if self.statuses[:3] != ("taken", "repeated", "control"):
+            raise CompilationError(f"{path}: step statuses {self.statuses} do not begin with taken, repeated, control")
+        pointer = ctypes.c_void_p
+        self.intake.argtypes = [pointer] * 3
+        self.command.argtypes = [pointer] * 7
+        self.published.argtypes = [pointer, pointer, ctypes.c_double, ctypes.c_double]
+        for function in (self.intake, self.command, self.published):
+            function.restype = ctypes.c_int
+        self.prediction = prediction
+        self.cycle = prediction.cycle
+        self.path = path
+        self._library = library  # keeps it loaded
+
+
+_libraries: dict[str, StepLibrary | None] = {}
+_libraries_lock = threading.Lock()
+
+
+def step_library(choice: str | None = None) -> StepLibrary | None:
+    """The library for ``choice`` or ``$HEXAPOD_CONTROL_CYCLE`` (auto|python|c), None for Python."""
+    return compiled.memoised_choice(
+        choice, compiled_cycle.CYCLE_VARIABLE, compiled_cycle.CHOICES, _libraries, _libraries_lock, _load
+    )
+
+
+def _load(choice: str) -> StepLibrary | None:
+    prediction = compiled_prediction.prediction_library(choice)
+    if prediction is None:
+        return None
+    terms = compiled.select_backend("c" if choice == "c" else None)
+    return StepLibrary(prediction, terms.LIBRARY, terms.LIBRARY_PATH)
+
+
+def attach(loop, choice: str | None = None) -> CompiledStep | None:
+    """The compiled step of ``loop`` (a ControlLoop), or None when its steps are to run in Python.
+
+    Compiled when the controller is delay-compensated with its numeric core and its law in C, and
+    its windows fit the C code's capacities."""
+    controller = loop.controller
+    if not isinstance(controller, DelayCompensatedController) or controller._core is None:
+        return None
+    law = controller.controller
+    if law._cycle is None:
+        return None
+    if (controller._sent.maxlen > control_step.FLIGHT_CAPACITY or safety.RATE_WINDOW != control_step.RATE_WINDOW
+            or stamp_period.WINDOW != control_step.PERIOD_WINDOW):
+        return None
+    library = step_library(choice)
+    return None if library is None else CompiledStep(library, loop)
+
+
+class CompiledStep:
+    """One loop's compiled step: its memory, its packed constants and the counts of its steps.
+
+    ``finished`` counts the calls the C code finished by status, ``deferred`` the others by status.
+    """
+
+    def __init__(self, library: StepLibrary, loop):
+        self.library = library
+        self.loop = loop
+        self.supervisor = loop.supervisor
+        self.controller: DelayCompensatedController = loop.controller
+        self.law = self.controller.controller
+        self._double_loop = self.law.name == "double_loop"
+        size = compiled_cycle.CycleLibrary.size
+        self.memory = np.zeros(size(library.memory))
+        self._inputs = np.zeros(size(library.inputs))
+        self._out = np.zeros(size(library.outputs))
+        self._settings = self._pack_settings()
+        prediction = self.controller._core  # its packed drives, kinematic settings and parameters
+        self._cycle_settings = self.law._cycle._settings
+        if not self.law._cycle._settings_packed:
+            self.law._cycle._pack_settings()
+        constants = (self._settings, self._cycle_settings, prediction._drives, prediction._parameters)
+        self._constants = constants  # kept alive: the C code reads them through these addresses
+        self._intake_arguments = (self._inputs.ctypes.data, self.memory.ctypes.data, self._settings.ctypes.data)
+        self._command_arguments = (self._inputs.ctypes.data, self.memory.ctypes.data,
+                                   *(buffer.ctypes.data for buffer in constants), self._out.ctypes.data)
+        inputs = library.inputs
+        self._now_at, self._stamp_at = inputs["now"].start, inputs["stamp"].start
+        self._q_view, self._qd_view = self._inputs[inputs["q"]], self._inputs[inputs["qd"]]
+        self._effort_given_at, self._effort_view = inputs["effort_given"].start, self._inputs[inputs["effort"]]
+        reference = inputs["reference"]
+        self._reference_views = [self._inputs[reference.start + 6 * k: reference.start + 6 * k + 6] for k in range(3)]
+        self._received_at = inputs["reference_received"].start
+        outputs = library.outputs
+        self._output_slices = [outputs[name] for name in ("forces", "saturated", "pose", "pose_error")]
+        self._output_scalars = [outputs[name].start for name in (
+            "position_error_norm", "orientation_error_norm", "law_status", "jacobian_conditioning",
+            "constraint_conditioning", "fk_iterations", "fk_residual")]
+        # Pointers made once: each call then passes them without converting its arguments.
+        self._command = _unconverted(library.command)
+        self._intake = _unconverted(library.intake)
+        self._command_arguments = tuple(ctypes.c_void_p(address) for address in self._command_arguments)
+        self._intake_arguments = tuple(ctypes.c_void_p(address) for address in self._intake_arguments)
+        self._loop_slices = (outputs["joint_command"], outputs["velocity_error"])
+        self._cycle_status_at = outputs["cycle_status"].start
+        self.owned = False  # True while `memory` is the state of record
+        self.finished: collections.Counter[str] = collections.Counter()
+        self.deferred: collections.Counter[str] = collections.Counter()
+        self._last_output = None
+
+    # -------------------------------------------------------------- constants
+    def _pack_settings(self) -> np.ndarray:
+        supervisor, controller, law = self.supervisor, self.controller, self.controller.controller
+        settings, limits = supervisor.settings, supervisor.limits
+        estimator = controller.estimator
+        values = {
+            "max_future_stamp": settings.max_future_stamp,
+            "max_feedback_age": settings.max_feedback_age,
+            "plausible_position_margin": settings.plausible_position_margin,
+            "plausible_speed_factor": settings.plausible_speed_factor,
+            "plausible_step_margin": settings.plausible_step_margin,
+            "reference_timeout": settings.reference_timeout,
+            "max_saturation_time": settings.max_saturation_time,
+            "frozen_feedback_time": settings.frozen_feedback_time,
+            "position_min": limits.actuator_position_min,
+            "position_max": limits.actuator_position_max,
+            "min_slider_separation": limits.min_slider_separation,
+            "speed_max": limits.actuator_speed_max,
+            "force_limit": limits.actuator_force_max,
+            "rate_min": supervisor.valid_rates.min,
+            "rate_max": supervisor.valid_rates.max,
+            "rate_tolerance": safety.RATE_TOLERANCE,
+            "rate_known_spacings": safety.RATE_KNOWN_SPACINGS,
+            "rate_window": safety.RATE_WINDOW,
+            "period_window": stamp_period.WINDOW,
+            "nominal_period": controller.nominal_period,
+            "flight_length": controller._sent.maxlen,
+            "stamp_tolerance": STAMP_TOLERANCE,
+            "estimate": float(estimator is not None),
+            "max_delay_periods": estimator.max_periods if estimator is not None else 0,
+            "estimator_time_constant": estimator.time_constant if estimator is not None else math.nan,
+            "switch_ratio": DelayEstimator.SWITCH_RATIO,
+            "double_loop": float(self._double_loop),
+            "law_period": law.period,
+            "longest_period": law.valid_rates.longest_period,
+        }
+        layout = self.library.settings
+        packed = np.full(compiled_cycle.CycleLibrary.size(layout), math.nan)
+        for name, value in values.items():
+            packed[layout[name]] = value
+        if list(values) != list(layout):
+            raise CompilationError(f"{self.library.path}: step settings {list(layout)} differ from {list(values)}")
+        return packed
+
+    # -------------------------------------------------------------- ownership
+    def take(self) -> None:
+        """Read the Python objects' state into ``memory``, which becomes the state of record."""
+        supervisor, controller, law = self.supervisor, self.controller, self.law
+        view = self._view
+        view("last_stamp")[...] = supervisor._last_stamp
+        last_valid = supervisor._last_valid
+        view("last_valid")[...] = last_valid is not None
+        if last_valid is not None:
+            view("last_valid_stamp")[...] = last_valid.stamp
+            view("last_valid_q")[...] = last_valid.q
+            view("last_valid_qd")[...] = last_valid.qd
+        _pack_window(view("rate"), supervisor.joint_state_period, control_step.RATE_WINDOW)
+        view("saturated_since")[...] = _nan_for_none(supervisor._saturated_since)
+        view("frozen_since")[...] = _nan_for_none(supervisor._frozen_since)
+        view("frozen_force_sum")[...] = supervisor._frozen_force_sum
+        view("frozen_commands")[...] = supervisor._frozen_commands
+        _pack_window(view("period"), controller._stamps, control_step.PERIOD_WINDOW)
+        sent = view("sent")
+        sent[:] = 0.0
+        length = controller._sent.maxlen
+        for slot, (stamp, forces, lateness) in enumerate(controller._sent):
+            entry = sent[2 + control_step.SENT_ENTRY * slot: 2 + control_step.SENT_ENTRY * (slot + 1)]
+            entry[0], entry[1], entry[2:] = stamp, lateness, forces
+        sent[0], sent[1] = len(controller._sent), len(controller._sent) % length
+        effort = controller._effort
+        view("effort_stamp")[...] = math.nan if effort is None else effort[0]
+        if effort is not None:
+            view("effort")[...] = effort[1]
+        measurement = controller._last_measurement
+        view("measurement")[...] = measurement is not None
+        if measurement is not None:
+            for name, value in zip(("measurement_t", "measurement_q", "measurement_qd", "measurement_phi"), measurement):
+                view(name)[...] = value
+        estimator = controller.estimator
+        misfits = view("misfits")
+        misfits[:] = 0.0
+        if estimator is not None:
+            misfits[: len(estimator.misfits)] = estimator.misfits
+            view("estimate_changes")[...] = estimator.changes
+        view("delay_periods")[...] = controller.delay_periods
+        prediction = controller.prediction
+        view("prediction")[...] = prediction is not None
+        if prediction is not None:
+            view("prediction_q")[...], view("prediction_qd")[...] = prediction
+        _pack_warm_start(view("measured_state"), controller.measured_state)
+        law_state = view("law_state")
+        _pack_warm_start(law_state, law.kinematic_state)
+        if self._double_loop:
+            law_state[18:24] = law._integral
+            view("integrated_at")[...] = _nan_for_none(law._integrated_at)
+        self.owned = True
+
+    def release(self) -> None:
+        """Write ``memory`` back into the Python objects, which become the state of record again."""
+        if not self.owned:
+            return
+        self.owned = False
+        supervisor, controller, law = self.supervisor, self.controller, self.law
+        view = self._view
+        supervisor._last_stamp = float(view("last_stamp")[0])
+        _unpack_window(view("rate"), supervisor.joint_state_period, control_step.RATE_WINDOW)
+        supervisor._saturated_since = _none_for_nan(view("saturated_since")[0])
+        supervisor._frozen_since = _none_for_nan(view("frozen_since")[0])
+        supervisor._frozen_force_sum = view("frozen_force_sum").copy()
+        supervisor._frozen_commands = int(view("frozen_commands")[0])
+        _unpack_window(view("period"), controller._stamps, control_step.PERIOD_WINDOW)
+        sent = view("sent")
+        count, next_slot = int(sent[0]), int(sent[1])
+        length = controller._sent.maxlen
+        controller._sent.clear()
+        for back in range(count - 1, -1, -1):
+            slot = (next_slot - 1 - back) % length
+            entry = sent[2 + control_step.SENT_ENTRY * slot: 2 + control_step.SENT_ENTRY * (slot + 1)]
+            controller._sent.append((float(entry[0]), entry[2:].copy(), int(entry[1])))
+        effort_stamp = view("effort_stamp")[0]
+        controller._effort = None if math.isnan(effort_stamp) else (float(effort_stamp), view("effort").copy())
+        if view("measurement")[0]:
+            controller._last_measurement = (float(view("measurement_t")[0]), view("measurement_q").copy(),
+                                            view("measurement_qd").copy(), view("measurement_phi").copy())
+        else:
+            controller._last_measurement = None
+        estimator = controller.estimator
+        delay = int(view("delay_periods")[0])
+        controller.delay_periods = delay
+        if estimator is not None:
+            estimator.misfits = view("misfits")[: len(estimator.misfits)].copy()
+            estimator.periods = delay
+            estimator.changes = int(view("estimate_changes")[0])
+        if view("prediction")[0]:
+            controller.prediction = (view("prediction_q").copy(), view("prediction_qd").copy())
+        _unpack_warm_start(view("measured_state"), controller.measured_state)
+        law_state = view("law_state")
+        _unpack_warm_start(law_state, law.kinematic_state)
+        if self._double_loop:
+            law._integral = law_state[18:24].copy()
+            law._integrated_at = _none_for_nan(view("integrated_at")[0])
+            if self._last_output is not None:
+                law.desired_joint_velocity, law._velocity_error = self._last_output
+
+    def _view(self, name: str) -> np.ndarray:
+        return self.memory[self.library.memory[name]]
+
+    # -------------------------------------------------------------- the step
+    def intake(self, now: float, stamp: float, q: np.ndarray, qd: np.ndarray) -> str:
+        """Take a joint state (arrays in joint order): "taken", "repeated", or the status that defers it."""
+        if not self.owned:
+            self.take()
+        inputs = self._inputs
+        inputs[self._now_at] = now
+        inputs[self._stamp_at] = stamp
+        self._q_view[...] = q
+        self._qd_view[...] = qd
+        code = self._intake(*self._intake_arguments)
+        status = self.library.statuses[code]
+        if code > _REPEATED:
+            self._count(status, False)
+        return status
+
+    def command(self, now: float, stamp: float, effort: np.ndarray | None, reference, received: float):
+        """The ControlOutput of a CONTROL decision for the state just taken (``intake``: its arrays are
+        still in the inputs), or None when the step is left to the Python code."""
+        inputs = self._inputs
+        inputs[self._now_at] = now
+        inputs[self._stamp_at] = stamp
+        if effort is None:
+            inputs[self._effort_given_at] = 0.0
+        else:
+            inputs[self._effort_given_at] = 1.0
+            self._effort_view[...] = effort
+        for view, values in zip(self._reference_views, (reference.pose, reference.velocity, reference.acceleration)):
+            view[...] = values
+        inputs[self._received_at] = received
+        code = self._command(*self._command_arguments)
+        if code != _CONTROL:
+            self._count(self.library.statuses[code], False)
+            return None
+        self.finished["control"] += 1
+        out = self._out.copy()  # the output's arrays are views of this step's own copy
+        forces, saturated, pose, pose_error = (out[at] for at in self._output_slices)
+        position_norm, orientation_norm, law_status, conditioning, constraint, iterations, residual = (
+            out[self._output_scalars].tolist())
+        if self._double_loop:
+            command_at, error_at = self._loop_slices
+            self._last_output = (out[command_at], out[error_at])
+        status = _LAW_STATUSES[int(law_status)]
+        message = ""
+        if status == ControlStatus.SATURATED:
+            message = f"forces clamped at +-{self.law.force_limit} N"
+        elif status == ControlStatus.NEAR_SINGULAR:
+            message = (f"J_A conditioning {conditioning:.3g} below "
+                       f"{self.law.settings.singularity.damping_threshold}: damped least squares")
+        return ControlOutput(
+            t=stamp, forces=forces, status=status, message=message, pose=pose, pose_error=pose_error,
+            position_error_norm=position_norm, orientation_error_norm=orientation_norm,
+            saturated=saturated != 0.0, jacobian_conditioning=conditioning,
+            constraint_conditioning=constraint, fk_iterations=int(iterations), fk_residual=residual,
+        )
+
+    def published(self, stamp: float, when: float) -> None:
+        """DelayCompensatedController.published on ``memory``."""
+        self.library.published(self.memory.ctypes.data, self._settings.ctypes.data, stamp, when)
+
+    def _count(self, status: str, finished: bool) -> None:
+        """Count a call the C code did not finish (``finished`` False) by its reason."""
+        if finished:
+            self.finished[status] += 1
+            return
+        cycle_status = int(self._out[self._cycle_status_at])
+        reason = status
+        if status in ("measure", "applied_force", "predict", "law"):
+            reason = f"{status}: {self.library.cycle.statuses[cycle_status]}"
+            self._out[self._cycle_status_at] = 0.0
+        self.deferred[reason] += 1
+
+
+def _unconverted(function):
+    """The same C function, called with ready ctypes arguments (no per-call conversion)."""
+    bare = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.cast(function, ctypes.c_void_p).value)
+    return bare
+
+
+# ------------------------------------------------------------------------------------------ packing
+def _nan_for_none(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def _none_for_nan(value) -> float | None:
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def _pack_window(block: np.ndarray, period: stamp_period.StampPeriod, window: int) -> None:
+    """A StampPeriod into its C block: count, next slot, last stamp, the ring and the sorted spacings."""
+    spacings = list(period._spacings)
+    header = control_step.WINDOW_HEADER
+    block[:] = 0.0
+    block[0], block[1] = len(spacings), len(spacings) % window
+    block[2] = _nan_for_none(period._last)
+    block[header: header + len(spacings)] = spacings
+    block[header + window: header + window + len(spacings)] = sorted(spacings)
+
+
+def _unpack_window(block: np.ndarray, period: stamp_period.StampPeriod, window: int) -> None:
+    count, next_slot = int(block[0]), int(block[1])
+    ring = block[control_step.WINDOW_HEADER: control_step.WINDOW_HEADER + window]
+    period._spacings = deque((float(ring[(next_slot - count + k) % window]) for k in range(count)), maxlen=period.window)
+    period._last = _none_for_nan(block[2])
+
+
+def _pack_warm_start(block: np.ndarray, state: KinematicState) -> None:
+    block[0:6], block[6:9], block[9:15], block[15:18] = (getattr(state, name) for name in _WARM_START)
+
+
+def _unpack_warm_start(block: np.ndarray, state: KinematicState) -> None:
+    values = block[:18].tolist()
+    state.last_q, state.last_phi = tuple(values[0:6]), tuple(values[6:9])
+    state.previous_q, state.previous_phi = tuple(values[9:15]), tuple(values[15:18])
