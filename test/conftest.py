@@ -54,6 +54,8 @@ DDS = (
 )
 LAUNCH = ("test_launch_hardware.py", "test_launch_simulation.py")
 SLOW = (
+    "test_compiled_step.py",
+    "test_stack_when_late.py",
     "test_examples.py",
     "test_main_job.py",
     "test_mujoco_closed_loop.py",

@@ -125,6 +125,7 @@ STEP_OUTPUTS = (
     ("fk_residual", 1),
     ("joint_command", 6),
     ("velocity_error", 6),
+    ("phi", 3),  # passive angles of the measured q [rad]
     ("cycle_status", 1),  # the numeric core's status when a step defers on it
 )
 # Return values: the first three finish the step, the others leave it (memory untouched) to Python.
@@ -531,6 +532,7 @@ int hexapod_step_command(const double *inputs, double *memory, const double *set
     out[OUTPUT_FK_RESIDUAL] = law[OUT_FK_RESIDUAL];
     memcpy(out + OUTPUT_JOINT_COMMAND, law + OUT_JOINT_COMMAND, 6 * sizeof(double));
     memcpy(out + OUTPUT_VELOCITY_ERROR, law + OUT_VELOCITY_ERROR, 6 * sizeof(double));
+    memcpy(out + OUTPUT_PHI, phi, 3 * sizeof(double));
     out[OUTPUT_CYCLE_STATUS] = STATUS_OK;
     memcpy(memory, work, sizeof work);
     return STEP_STATUS_CONTROL;

@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import math
+import struct
 import threading
 from collections import deque
 
@@ -142,12 +143,14 @@ class CompiledStep:
         self._command_arguments = (self._inputs.ctypes.data, self.memory.ctypes.data,
                                    *(buffer.ctypes.data for buffer in constants), self._out.ctypes.data)
         inputs = library.inputs
-        self._now_at, self._stamp_at = inputs["now"].start, inputs["stamp"].start
-        self._q_view, self._qd_view = self._inputs[inputs["q"]], self._inputs[inputs["qd"]]
-        self._effort_given_at, self._effort_view = inputs["effort_given"].start, self._inputs[inputs["effort"]]
-        reference = inputs["reference"]
-        self._reference_views = [self._inputs[reference.start + 6 * k: reference.start + 6 * k + 6] for k in range(3)]
-        self._received_at = inputs["reference_received"].start
+        # The inputs in two packs, each one struct call: the joint state (intake), then what the
+        # command adds (the effort and the reference), laid out as the library says.
+        order = list(inputs)
+        if order != ["now", "stamp", "q", "qd", "effort_given", "effort", "reference", "reference_received"]:
+            raise CompilationError(f"{library.path}: step inputs {order} are not in the order packed here")
+        self._pack_state = struct.Struct(f"{inputs['qd'].stop}d").pack_into
+        self._pack_command = struct.Struct(f"{inputs['reference_received'].stop - inputs['effort_given'].start}d").pack_into
+        self._command_offset = 8 * inputs["effort_given"].start
         outputs = library.outputs
         self._output_slices = [outputs[name] for name in ("forces", "saturated", "pose", "pose_error")]
         self._output_scalars = [outputs[name].start for name in (
@@ -158,7 +161,11 @@ class CompiledStep:
         self._intake = _unconverted(library.intake)
         self._command_arguments = tuple(ctypes.c_void_p(address) for address in self._command_arguments)
         self._intake_arguments = tuple(ctypes.c_void_p(address) for address in self._intake_arguments)
+        self._published = library.published
+        self._published_arguments = (self._command_arguments[1], self._command_arguments[2])  # memory, settings
         self._loop_slices = (outputs["joint_command"], outputs["velocity_error"])
+        self._phi_slice = outputs["phi"]
+        self.last_phi: np.ndarray | None = None  # passive angles of the last state a finished step measured
         self._cycle_status_at = outputs["cycle_status"].start
         self.owned = False  # True while `memory` is the state of record
         self.finished: collections.Counter[str] = collections.Counter()
@@ -317,31 +324,18 @@ class CompiledStep:
         """Take a joint state (arrays in joint order): "taken", "repeated", or the status that defers it."""
         if not self.owned:
             self.take()
-        inputs = self._inputs
-        inputs[self._now_at] = now
-        inputs[self._stamp_at] = stamp
-        self._q_view[...] = q
-        self._qd_view[...] = qd
+        self._pack_state(self._inputs, 0, now, stamp, *q, *qd)
         code = self._intake(*self._intake_arguments)
         status = self.library.statuses[code]
         if code > _REPEATED:
             self._count(status, False)
         return status
 
-    def command(self, now: float, stamp: float, effort: np.ndarray | None, reference, received: float):
-        """The ControlOutput of a CONTROL decision for the state just taken (``intake``: its arrays are
-        still in the inputs), or None when the step is left to the Python code."""
-        inputs = self._inputs
-        inputs[self._now_at] = now
-        inputs[self._stamp_at] = stamp
-        if effort is None:
-            inputs[self._effort_given_at] = 0.0
-        else:
-            inputs[self._effort_given_at] = 1.0
-            self._effort_view[...] = effort
-        for view, values in zip(self._reference_views, (reference.pose, reference.velocity, reference.acceleration)):
-            view[...] = values
-        inputs[self._received_at] = received
+    def command(self, stamp: float, effort: np.ndarray | None, reference, received: float):
+        """The ControlOutput of a CONTROL decision for the state just taken by ``intake`` (its clock,
+        stamp and arrays are still in the inputs), or None when the step is left to the Python code."""
+        self._pack_command(self._inputs, self._command_offset, *((0.0,) * 7 if effort is None else (1.0, *effort)),
+                           *reference.pose, *reference.velocity, *reference.acceleration, received)
         code = self._command(*self._command_arguments)
         if code != _CONTROL:
             self._count(self.library.statuses[code], False)
@@ -349,6 +343,7 @@ class CompiledStep:
         self.finished["control"] += 1
         out = self._out.copy()  # the output's arrays are views of this step's own copy
         forces, saturated, pose, pose_error = (out[at] for at in self._output_slices)
+        self.last_phi = out[self._phi_slice]
         position_norm, orientation_norm, law_status, conditioning, constraint, iterations, residual = (
             out[self._output_scalars].tolist())
         if self._double_loop:
@@ -370,7 +365,7 @@ class CompiledStep:
 
     def published(self, stamp: float, when: float) -> None:
         """DelayCompensatedController.published on ``memory``."""
-        self.library.published(self.memory.ctypes.data, self._settings.ctypes.data, stamp, when)
+        self._published(*self._published_arguments, stamp, when)
 
     def _count(self, status: str, finished: bool) -> None:
         """Count a call the C code did not finish (``finished`` False) by its reason."""

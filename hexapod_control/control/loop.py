@@ -64,6 +64,7 @@ class StepRecord:
     decision: Decision  # forces (6,) [N] and why
     diagnostic: DiagnosticStatus | None  # None when no status is due at this step
     error: str = ""  # why the joint state was invalid ("" when it was valid)
+    phi: np.ndarray | None = None  # passive angles of q (3,) [rad] where the step solved them, else None
 
     @property
     def forces(self) -> np.ndarray:
@@ -106,6 +107,15 @@ class DiagnosticThrottle:
             return False
         self._last_key, self._last_time = key, now
         return True
+
+
+def _finite_or_none(values) -> np.ndarray | None:
+    """``values`` as an array when they are all finite numbers, else None (as effort_in_order)."""
+    try:
+        array = np.array(values, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return array if array.shape == (6,) and np.isfinite(array).all() else None
 
 
 class ControlLoop:
@@ -232,12 +242,15 @@ class ControlLoop:
         if reference_source is not None:
             reference_source(stamp)
         effort = None
-        if efforts is not None and isinstance(self.controller, DelayCompensatedController):
-            effort = effort_in_order(names, efforts, self.joint_names)
+        if efforts is not None and len(efforts) and isinstance(self.controller, DelayCompensatedController):
+            if len(efforts) == 6 and (names == self._names[0] or names == self._names[1]):
+                effort = _finite_or_none(efforts)  # in joint order already, as drivers send them
+            else:
+                effort = effort_in_order(names, efforts, self.joint_names)
         decision = None
         finished_in_c = False
         if compiled and self._tracking():
-            output = self._step.command(now, stamp, effort, supervisor.tracked_reference(stamp), supervisor.reference.received)
+            output = self._step.command(stamp, effort, supervisor.tracked_reference(stamp), supervisor.reference.received)
             if output is not None:
                 decision = Decision(output.forces, Action.CONTROL, supervisor.state, "", output, output.saturated)
                 finished_in_c = True
@@ -263,7 +276,8 @@ class ControlLoop:
                 pose = self.model.forward_kinematics(feedback.q, self.pose_state).pose
             except HexapodError:
                 pass  # the FK node publishes nothing on a failure (an ERROR diagnostic only)
-        return StepRecord(stamp, feedback.q, feedback.qd, pose, decision, self.diagnostic(now))
+        phi = self._step.last_phi if finished_in_c else None
+        return StepRecord(stamp, feedback.q, feedback.qd, pose, decision, self.diagnostic(now), phi=phi)
 
     def _tracking(self) -> bool:
         """Armed, past the start and with a reference: the steps the compiled code may finish."""

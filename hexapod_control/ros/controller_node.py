@@ -46,9 +46,11 @@ controller, diagnostics grading), which the lockstep loop, the main job and repl
 
 from __future__ import annotations
 
+import array
 import math
 import time
 
+import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor, ParameterType
 from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import JointState
@@ -99,6 +101,7 @@ class ControllerNode(HexapodNode):
         self.supervisor, self.controller = self.control.supervisor, self.control.controller
         safety = parameters.safety
         self.command_publisher = self.create_publisher(Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS)
+        self._command = Float64MultiArray()  # reused: publish() serialises it at once
         self.diagnostics = DiagnosticsPublisher(self, TOPICS["diagnostics"], f"{self.get_name()}: safety", safety.diagnostics_period)
         if self.takes_references:
             self.create_subscription(MultiDOFJointTrajectory, TOPICS["reference"], self._on_reference, RELIABLE_QOS)
@@ -199,7 +202,9 @@ class ControllerNode(HexapodNode):
     # -------------------------------------------------------------- outputs
     def _publish_forces(self, forces, answers: float = math.nan) -> None:
         """Publish ``forces``; ``answers``: the stamp of the joint state they answer (NaN: a watchdog's)."""
-        self.command_publisher.publish(Float64MultiArray(data=[float(f) for f in forces]))
+        command = self._command
+        command.data = array.array("d", np.asarray(forces, dtype=float).tobytes())  # taken as is, not item by item
+        self.command_publisher.publish(command)
         self.commands_published += 1
 
     def _publish_status(self, now: float, status) -> None:

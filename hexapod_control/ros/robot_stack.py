@@ -212,7 +212,8 @@ class RobotStackNode(ControllerNode):
             o.x, o.y, o.z, o.w = quaternion_from_euler_zyx(tuple(pose[3:]))
             self.pose_publisher.publish(message)
             try:
-                rates = self.control.model.analytic_jacobian(record.q, state=self.twist_state).analytic @ record.qd
+                jacobian = self.control.model.analytic_jacobian(record.q, phi=record.phi, state=self.twist_state)
+                rates = jacobian.analytic @ record.qd
             except HexapodError:
                 pass  # as the FK node: no twist where J_A is singular or FK fails (the pose still went out)
             else:

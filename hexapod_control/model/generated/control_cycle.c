@@ -877,7 +877,7 @@ int hexapod_predict(const double *q, const double *qd, const double *phi, const 
 const char hexapod_step_settings[] = "max_future_stamp[1] max_feedback_age[1] plausible_position_margin[1] plausible_speed_factor[1] plausible_step_margin[1] reference_timeout[1] max_saturation_time[1] frozen_feedback_time[1] position_min[1] position_max[1] min_slider_separation[1] speed_max[1] force_limit[1] rate_min[1] rate_max[1] rate_tolerance[1] rate_known_spacings[1] rate_window[1] period_window[1] nominal_period[1] flight_length[1] stamp_tolerance[1] estimate[1] max_delay_periods[1] estimator_time_constant[1] switch_ratio[1] double_loop[1] law_period[1] longest_period[1]";
 const char hexapod_step_memory[] = "last_stamp[1] last_valid[1] last_valid_stamp[1] last_valid_q[6] last_valid_qd[6] rate[203] saturated_since[1] frozen_since[1] frozen_force_sum[6] frozen_commands[1] period[33] sent[130] effort_stamp[1] effort[6] measurement[1] measurement_t[1] measurement_q[6] measurement_qd[6] measurement_phi[3] misfits[16] delay_periods[1] estimate_changes[1] prediction[1] prediction_q[6] prediction_qd[6] measured_state[24] law_state[24] integrated_at[1]";
 const char hexapod_step_inputs[] = "now[1] stamp[1] q[6] qd[6] effort_given[1] effort[6] reference[18] reference_received[1]";
-const char hexapod_step_outputs[] = "forces[6] saturated[6] pose[6] pose_error[6] position_error_norm[1] orientation_error_norm[1] law_status[1] jacobian_conditioning[1] constraint_conditioning[1] fk_iterations[1] fk_residual[1] joint_command[6] velocity_error[6] cycle_status[1]";
+const char hexapod_step_outputs[] = "forces[6] saturated[6] pose[6] pose_error[6] position_error_norm[1] orientation_error_norm[1] law_status[1] jacobian_conditioning[1] constraint_conditioning[1] fk_iterations[1] fk_residual[1] joint_command[6] velocity_error[6] phi[3] cycle_status[1]";
 const char hexapod_step_statuses[] = "taken repeated control invalid stale state_limits rate reference_stale measure applied_force predict law saturation frozen_window";
 #define WINDOW_HEADER 3
 #define SENT_ENTRY 8
@@ -963,8 +963,9 @@ const char hexapod_step_statuses[] = "taken repeated control invalid stale state
 #define OUTPUT_FK_RESIDUAL 30
 #define OUTPUT_JOINT_COMMAND 31
 #define OUTPUT_VELOCITY_ERROR 37
-#define OUTPUT_CYCLE_STATUS 43
-#define OUTPUT_SIZE 44
+#define OUTPUT_PHI 43
+#define OUTPUT_CYCLE_STATUS 46
+#define OUTPUT_SIZE 47
 #define STEP_STATUS_TAKEN 0
 #define STEP_STATUS_REPEATED 1
 #define STEP_STATUS_CONTROL 2
@@ -1365,6 +1366,7 @@ int hexapod_step_command(const double *inputs, double *memory, const double *set
     out[OUTPUT_FK_RESIDUAL] = law[OUT_FK_RESIDUAL];
     memcpy(out + OUTPUT_JOINT_COMMAND, law + OUT_JOINT_COMMAND, 6 * sizeof(double));
     memcpy(out + OUTPUT_VELOCITY_ERROR, law + OUT_VELOCITY_ERROR, 6 * sizeof(double));
+    memcpy(out + OUTPUT_PHI, phi, 3 * sizeof(double));
     out[OUTPUT_CYCLE_STATUS] = STATUS_OK;
     memcpy(memory, work, sizeof work);
     return STEP_STATUS_CONTROL;
