@@ -14,6 +14,7 @@ that both see the same machine load and caches, the timer covers ``joint_state``
 one bare ``mujoco.mj_step`` of a third copy of the model. The first ``--settle`` periods (arming,
 the hold until the rate is known) are not counted.
 
+The compiled step's C calls are also timed alone (around each call, inside its ``joint_state``).
 Two passes over the same sequence: wall-clock time (median and p99) and the thread's CPU time
 (median, less the cost of reading that clock). Prints the load average: quote it with the figures.
 """
@@ -51,6 +52,7 @@ VARIANTS = {
     "joint_state, Python, NumPy core": ("python", "python"),
 }
 MJ_STEP = "mujoco.mj_step (1 substep)"
+C_CALLS = "its C calls (intake, command)"  # of the compiled step, within its joint_state
 
 
 def measure(model: HexapodModel, controller_name: str, steps: int, settle: int, delay: int,
@@ -66,7 +68,19 @@ def measure(model: HexapodModel, controller_name: str, steps: int, settle: int, 
         robot.reset(model.home_q)
         loops[label] = (control, DelayedPlant(robot, delay))
     bare_data = copy.copy(robot.data)  # mj_step alone, on a copy so that no plant's state is disturbed
-    samples = {key: np.empty(steps) for key in (*VARIANTS, MJ_STEP)}
+    samples = {key: np.zeros(steps) for key in (*VARIANTS, C_CALLS, MJ_STEP)}
+    step = loops[next(iter(VARIANTS))][0].compiled_step
+    c_time = [0]  # the compiled step's C calls in this period, timed around each call
+
+    def timed(function):
+        def call(*arguments):
+            start = clock()
+            code = function(*arguments)
+            c_time[0] += clock() - start
+            return code
+        return call
+
+    step._intake, step._command = timed(step._intake), timed(step._command)
     gc.disable()  # a collection in the loop is the runtime's cost, not the step's
     try:
         for k in range(settle + steps):
@@ -81,6 +95,9 @@ def measure(model: HexapodModel, controller_name: str, steps: int, settle: int, 
                 elapsed = clock() - start
                 if k >= settle:
                     samples[label][k - settle] = elapsed
+                    if control.compiled_step is step:
+                        samples[C_CALLS][k - settle], c_time[0] = c_time[0], 0
+                c_time[0] = 0
                 plant.apply_forces(answer.forces)
                 plant.step()
             start = clock()
