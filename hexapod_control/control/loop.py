@@ -209,19 +209,11 @@ class ControlLoop:
         hand the supervisor the reference for its stamp (the one-process stack's trajectory player):
         a copy or an older state never moves the reference.
         """
-        step = self._step
-        if step is not None:
-            if self._tracking() and isinstance(stamp, float):
-                arrays = self._arrays(names, positions, velocities)
-                if arrays is not None:
-                    status = step.intake(now, stamp, *arrays)
-                    if status == "repeated":
-                        self._mirror(now, None)
-                        return None
-                    if status == "taken":
-                        self._mirror(now, Feedback(stamp=stamp, received=now, q=arrays[0], qd=arrays[1]), steady)
-                        return self._answer(now, stamp, names, reference_source, efforts, compiled=True)
-            step.release()
+        intake = self._compiled_intake(now, stamp, names, positions, velocities, steady)
+        if intake == Intake.TAKEN:
+            return self._answer(now, stamp, names, reference_source, efforts, compiled=True)
+        if intake == Intake.REPEATED:
+            return None
         intake = self.supervisor.joint_state(now, stamp, names, positions, velocities, steady)
         if intake == Intake.REPEATED:
             return None
@@ -279,6 +271,25 @@ class ControlLoop:
         phi = self._step.last_phi if finished_in_c else None
         return StepRecord(stamp, feedback.q, feedback.qd, pose, decision, self.diagnostic(now), phi=phi)
 
+    def _compiled_intake(self, now: float, stamp, names, positions, velocities, steady: float | None) -> Intake | None:
+        """The compiled intake of a joint state while tracking: TAKEN or REPEATED, with the supervisor's
+        simple fields kept current; None when the supervisor's own intake is to judge it."""
+        step = self._step
+        if step is None:
+            return None
+        if self._tracking() and isinstance(stamp, float):
+            arrays = self._arrays(names, positions, velocities)
+            if arrays is not None:
+                status = step.intake(now, stamp, *arrays)
+                if status == "taken":
+                    self._mirror(now, Feedback(stamp=stamp, received=now, q=arrays[0], qd=arrays[1]), steady)
+                    return Intake.TAKEN
+                if status == "repeated":
+                    self._mirror(now, None)
+                    return Intake.REPEATED
+        step.release()
+        return None
+
     def _tracking(self) -> bool:
         """Armed, past the start and with a reference: the steps the compiled code may finish."""
         supervisor = self.supervisor
@@ -319,18 +330,8 @@ class ControlLoop:
         """Validate a joint state that will not be answered (a newer one waits): it counts and latches
         as any other (safety.py), and a valid one is a spacing of the rate and the next motion check's
         baseline."""
-        step = self._step
-        if step is not None:
-            if self._tracking() and isinstance(stamp, float):
-                arrays = self._arrays(names, positions, velocities)
-                if arrays is not None:
-                    status = step.intake(now, stamp, *arrays)
-                    if status in ("taken", "repeated"):
-                        feedback = Feedback(stamp=stamp, received=now, q=arrays[0], qd=arrays[1]) if status == "taken" else None
-                        self._mirror(now, feedback, steady)
-                        return
-            step.release()
-        self.supervisor.joint_state(now, stamp, names, positions, velocities, steady)
+        if self._compiled_intake(now, stamp, names, positions, velocities, steady) is None:
+            self.supervisor.joint_state(now, stamp, names, positions, velocities, steady)
 
     # -------------------------------------------------------------- operator
     def arm(self, now: float) -> tuple[bool, str]:
