@@ -123,7 +123,6 @@ class CompiledStep:
 
     def __init__(self, library: StepLibrary, loop):
         self.library = library
-        self.loop = loop
         self.supervisor = loop.supervisor
         self.controller: DelayCompensatedController = loop.controller
         self.law = self.controller.controller
@@ -328,7 +327,9 @@ class CompiledStep:
         code = self._intake(*self._intake_arguments)
         status = self.library.statuses[code]
         if code > _REPEATED:
-            self._count(status, False)
+            self._defer(status)
+        else:
+            self.finished[status] += 1
         return status
 
     def command(self, stamp: float, effort: np.ndarray | None, reference, received: float):
@@ -338,7 +339,7 @@ class CompiledStep:
                            *reference.pose, *reference.velocity, *reference.acceleration, received)
         code = self._command(*self._command_arguments)
         if code != _CONTROL:
-            self._count(self.library.statuses[code], False)
+            self._defer(self.library.statuses[code])
             return None
         self.finished["control"] += 1
         out = self._out.copy()  # the output's arrays are views of this step's own copy
@@ -367,23 +368,18 @@ class CompiledStep:
         """DelayCompensatedController.published on ``memory``."""
         self._published(*self._published_arguments, stamp, when)
 
-    def _count(self, status: str, finished: bool) -> None:
-        """Count a call the C code did not finish (``finished`` False) by its reason."""
-        if finished:
-            self.finished[status] += 1
-            return
-        cycle_status = int(self._out[self._cycle_status_at])
+    def _defer(self, status: str) -> None:
+        """Count a call the C code left to Python, by its reason (and the numeric core's status)."""
         reason = status
         if status in ("measure", "applied_force", "predict", "law"):
-            reason = f"{status}: {self.library.cycle.statuses[cycle_status]}"
+            reason = f"{status}: {self.library.cycle.statuses[int(self._out[self._cycle_status_at])]}"
             self._out[self._cycle_status_at] = 0.0
         self.deferred[reason] += 1
 
 
 def _unconverted(function):
     """The same C function, called with ready ctypes arguments (no per-call conversion)."""
-    bare = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.cast(function, ctypes.c_void_p).value)
-    return bare
+    return ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.cast(function, ctypes.c_void_p).value)
 
 
 # ------------------------------------------------------------------------------------------ packing

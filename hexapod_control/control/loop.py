@@ -124,8 +124,9 @@ class ControlLoop:
     ``model`` is shared (immutable); the controller, the supervisor and the pose output each keep
     their own forward-kinematics warm start. While armed and tracking, each joint state runs as
     compiled C calls when the library is available (compiled_step.py: the same decisions and
-    forces as the Python objects, which then hold their state only after :meth:`synchronize`). ``arm_on_start`` arms at the first valid joint state
-    and holds until the rate is known (simulation); on the robot the operator arms with :meth:`arm`. A ``controllers.rate`` outside
+    forces as the Python objects, which then hold their state only after :meth:`synchronize`).
+    ``arm_on_start`` arms at the first valid joint state and holds until the rate is known
+    (simulation); on the robot the operator arms with :meth:`arm`. A ``controllers.rate`` outside
     the gain set's ``valid_rates``, or a HOLD damper unstable at their lowest rate, is a
     ParameterError here; the supervisor checks the measured joint-state rate against them.
     """
@@ -362,10 +363,10 @@ class ControlLoop:
         level, message = grade(self.last_decision, self.supervisor)
         if not self.throttle.due(now, level, message) and not force:
             return None
-        self.synchronize()  # the rate and the controller's state, as the Python objects hold them
         return DiagnosticStatus(level, message, self.status_values())
 
     def status_values(self) -> dict[str, Any]:
+        self.synchronize()  # the rate and the controller's state, as the Python objects hold them
         supervisor, decision = self.supervisor, self.last_decision
         control = decision.control if decision is not None else None
         return {
