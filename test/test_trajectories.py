@@ -19,6 +19,7 @@ from hexapod_control.control.trajectories import (
     home_pose,
     make_trajectory,
 )
+from hexapod_control.control.trajectory_player import TrajectoryPlayer
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
 
 # Thesis 6.5 and (6.82), written out independently of the YAML files they are checked against.
@@ -218,3 +219,25 @@ def test_invalid_time_is_rejected(model):
         make_trajectory("operational_space", model).sample(math.nan)
     with pytest.raises(InvalidInputError):
         make_trajectory("circle", model)
+
+
+def test_the_player_holds_the_measured_pose_and_follows_it_only_when_told(model):
+    """Until something starts, the hold is the measured pose; ``follow`` (the robot not armed) moves
+    it with the platform; a started motion is never replaced by a measurement."""
+    player = TrajectoryPlayer(model, "operational_space")
+    home = home_pose(model)
+    sunk, lower = home.copy(), home.copy()
+    sunk[2] -= 0.01
+    lower[2] -= 0.02
+    player.measured(home, 0.0)
+    assert player.changes == 1
+    player.measured(sunk, 0.1, follow=True)
+    np.testing.assert_array_equal(player.sample(0.1)[0].pose, sunk)
+    player.measured(lower, 0.2)  # armed: the hold stays
+    np.testing.assert_array_equal(player.sample(0.2)[0].pose, sunk)
+    assert player.changes == 1  # one hold, moved, not replaced
+    player.start(0.3)
+    started = player.active
+    player.measured(lower, 0.4, follow=True)
+    assert player.active is started and player.changes == 2
+    np.testing.assert_array_equal(player.sample(0.3)[0].pose, sunk)  # the move starts at the hold

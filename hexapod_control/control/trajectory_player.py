@@ -35,7 +35,9 @@ class TrajectoryPlayer:
     """The active reference source of one robot; times are seconds on the caller's clock.
 
     Until something is started the player holds the first measured pose (and has no reference
-    before one is known: the controller then holds by itself). A source that fails to sample is
+    before one is known: the controller then holds by itself); while the robot is not armed that
+    hold follows the measured pose (:meth:`measured` with ``follow``), so that arming starts where
+    the platform is and a move started then is the only motion. A source that fails to sample is
     replaced by a hold at the last good reference.
     """
 
@@ -51,18 +53,29 @@ class TrajectoryPlayer:
         self.last_reference: Reference | None = None
         self.measured_pose: np.ndarray | None = None
         self.changes = 0  # how many times the active source changed
+        self._holding_measured = False  # the active source is the hold at a measured pose
 
     # -------------------------------------------------------------- changes
     def activate(self, source, now: float, description: str) -> str:
         self.active, self.origin, self.description = source, now, description
+        self._holding_measured = False
         self.changes += 1
         return description
 
-    def measured(self, pose, now: float) -> None:
-        """The measured platform pose; the first one becomes a hold when nothing is active."""
+    def measured(self, pose, now: float, follow: bool = False) -> None:
+        """The measured platform pose; the first one becomes a hold when nothing is active.
+
+        ``follow`` (the robot is not armed): a hold at a measured pose moves to this one. Held
+        where the platform was first seen (still sinking onto its stops, say), the reference would
+        be elsewhere when the robot is armed: the supervisor's ramp from the measured pose to it
+        and a move started during that ramp would add their speeds.
+        """
         self.measured_pose = np.asarray(pose, dtype=float)
         if self.active is None:
             self.activate(HoldTrajectory(self.measured_pose), now, "hold at the measured pose")
+            self._holding_measured = True
+        elif follow and self._holding_measured:
+            self.active.pose = self.measured_pose.copy()
 
     def current_pose(self) -> np.ndarray | None:
         """Where a new motion starts: the current reference, else the measured pose."""

@@ -54,6 +54,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
+from hexapod_control.control.safety import SupervisorState
 from hexapod_control.control.trajectory_player import TRAJECTORY_CHOICES, TrajectoryPlayer
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
@@ -195,8 +196,8 @@ class RobotStackNode(ControllerNode):
     def _after_joint_state(self, stamp: float, record) -> None:
         if self._wall_clock:
             self.latencies.add(time.time() - stamp)
-        if record.pose is not None and self.player.active is None:
-            self.player.measured(record.pose, stamp)  # the first hold, before anything is started
+        if record.pose is not None:  # the hold before anything is started, where the platform is until armed
+            self.player.measured(record.pose, stamp, follow=self.supervisor.state != SupervisorState.ARMED)
         if stamp >= self._next_publication:
             self._next_publication = stamp + self.publish_period
             self._publish_decimated(stamp, record, self._reference)
