@@ -98,11 +98,16 @@ def test_no_command_yet_means_zero_force_and_the_platform_sinks_to_its_stops(rig
 def test_a_command_is_applied_through_the_board_then_times_out_to_zero(rig):
     command = np.array([10.0, -20.0, 30.0, -40.0, 50.0, -60.0])
     rig.command(command)
+    before = rig.core.applied_forces.copy()  # written at the sample before: acting until the next one
     rig.tick()
     # Through duty cycles of finite resolution: the plant gets the command to within one duty step.
     step = rig.core.scaling.newtons_per_duty / PARAMETERS.board.scaling.pwm_resolution
     np.testing.assert_allclose(rig.core.applied_forces, command, rtol=1e-12)
     assert np.all(np.abs(rig.board.forces() - command) <= step / 2 + 1e-9)
+    # The effort a joint state reports is the force that acted until its sample: one sample behind.
+    np.testing.assert_array_equal(rig.core.acted_forces, before)
+    rig.tick()
+    np.testing.assert_allclose(rig.core.acted_forces, command, rtol=1e-12)
     timeout_ticks = round(PARAMETERS.board.limits.command_timeout / PERIOD)
     rig.tick(timeout_ticks + 1)
     assert rig.core.state is DriveState.ENABLED  # a timeout is not a fault

@@ -157,7 +157,10 @@ class DriveCore:
         self.board_errors = 0  # board operations refused (on a fault path, or a failing board)
         self.last_board_error = ""
         self.zero_counts: np.ndarray | None = None  # counts at the reference stop, once calibrated
-        self.applied_forces = np.zeros(SLIDERS)
+        self.applied_forces = np.zeros(SLIDERS)  # the force the outputs written at the last sample apply
+        # The force that acted until the last sample (written at the one before): a joint state's
+        # effort, as a drive reports what it applied, so that the delay estimate sees the real delay.
+        self.acted_forces = np.zeros(SLIDERS)
         self.commanded = False  # the last sample applied a held command (not the timeout's zero)
         self.sample: BoardSample | None = None
         self.sampling = False  # the board's clock samples the inputs (a read can be made)
@@ -228,6 +231,7 @@ class DriveCore:
             return  # the power-up failed before the board's clock started: nothing to read
         sample = self.board.read()
         self.sample = sample
+        self.acted_forces = self.applied_forces
         dt = self.period if math.isnan(self._last_tick) else max(now - self._last_tick, self.period)
         self._last_tick = now
         if self.state is DriveState.BRAKED:

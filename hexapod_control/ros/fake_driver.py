@@ -297,7 +297,7 @@ class FakeDriverNode(HexapodNode):
             drive.board.elapse(periods)
         drive.tick(now)
         if drive.calibrated:  # before, the encoders' zero is unknown: no position to publish
-            self._publish_state(drive.positions(), drive.velocities(), drive.applied_forces)
+            self._publish_state(drive.positions(), drive.velocities(), drive.acted_forces)
         self._report(now, drive.commanded)
 
     def _publish_state(self, positions: np.ndarray, velocities: np.ndarray, efforts: np.ndarray) -> None:
