@@ -43,7 +43,6 @@ from hexapod_control.errors import CompilationError
 from hexapod_control.model import compiled
 from hexapod_control.model.kinematics import KinematicState
 
-_WARM_START = ("last_q", "last_phi", "previous_q", "previous_phi")
 _LAW_STATUSES = (ControlStatus.OK, ControlStatus.SATURATED, ControlStatus.NEAR_SINGULAR)
 _TAKEN, _REPEATED, _CONTROL = 0, 1, 2  # the first step statuses (StepLibrary checks them)
 
@@ -138,9 +137,6 @@ class CompiledStep:
             self.law._cycle._pack_settings()
         constants = (self._settings, self._cycle_settings, prediction._drives, prediction._parameters)
         self._constants = constants  # kept alive: the C code reads them through these addresses
-        self._intake_arguments = (self._inputs.ctypes.data, self.memory.ctypes.data, self._settings.ctypes.data)
-        self._command_arguments = (self._inputs.ctypes.data, self.memory.ctypes.data,
-                                   *(buffer.ctypes.data for buffer in constants), self._out.ctypes.data)
         inputs = library.inputs
         # The inputs in two packs, each one struct call: the joint state (intake), then what the
         # command adds (the effort and the reference), laid out as the library says.
@@ -156,12 +152,16 @@ class CompiledStep:
             "position_error_norm", "orientation_error_norm", "law_status", "jacobian_conditioning",
             "constraint_conditioning", "fk_iterations", "fk_residual")]
         # Pointers made once: each call then passes them without converting its arguments.
+        inputs_at, memory_at, settings_at = (ctypes.c_void_p(buffer.ctypes.data)
+                                             for buffer in (self._inputs, self.memory, self._settings))
         self._command = _unconverted(library.command)
         self._intake = _unconverted(library.intake)
-        self._command_arguments = tuple(ctypes.c_void_p(address) for address in self._command_arguments)
-        self._intake_arguments = tuple(ctypes.c_void_p(address) for address in self._intake_arguments)
+        self._command_arguments = (inputs_at, memory_at, settings_at,
+                                   *(ctypes.c_void_p(buffer.ctypes.data) for buffer in constants[1:]),
+                                   ctypes.c_void_p(self._out.ctypes.data))
+        self._intake_arguments = (inputs_at, memory_at, settings_at)
         self._published = library.published
-        self._published_arguments = (self._command_arguments[1], self._command_arguments[2])  # memory, settings
+        self._published_arguments = (memory_at, settings_at)
         self._loop_slices = (outputs["joint_command"], outputs["velocity_error"])
         self._phi_slice = outputs["phi"]
         self.last_phi: np.ndarray | None = None  # passive angles of the last state a finished step measured
@@ -411,7 +411,7 @@ def _unpack_window(block: np.ndarray, period: stamp_period.StampPeriod, window: 
 
 
 def _pack_warm_start(block: np.ndarray, state: KinematicState) -> None:
-    block[0:6], block[6:9], block[9:15], block[15:18] = (getattr(state, name) for name in _WARM_START)
+    block[0:6], block[6:9], block[9:15], block[15:18] = (getattr(state, name) for name in compiled_prediction.WARM_START)
 
 
 def _unpack_warm_start(block: np.ndarray, state: KinematicState) -> None:

@@ -30,6 +30,7 @@ from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.ros.conventions import (
     ReferencePoint,
     effort_in_order,
+    finite_effort,
     joint_state_arrays,
     reference_point_from_euler,
 )
@@ -107,15 +108,6 @@ class DiagnosticThrottle:
             return False
         self._last_key, self._last_time = key, now
         return True
-
-
-def _finite_or_none(values) -> np.ndarray | None:
-    """``values`` as an array when they are all finite numbers, else None (as effort_in_order)."""
-    try:
-        array = np.array(values, dtype=float)
-    except (TypeError, ValueError):
-        return None
-    return array if array.shape == (6,) and np.isfinite(array).all() else None
 
 
 class ControlLoop:
@@ -237,7 +229,7 @@ class ControlLoop:
         effort = None
         if efforts is not None and len(efforts) and isinstance(self.controller, DelayCompensatedController):
             if len(efforts) == 6 and (names == self._names[0] or names == self._names[1]):
-                effort = _finite_or_none(efforts)  # in joint order already, as drivers send them
+                effort = finite_effort(efforts, len(self.joint_names))  # in joint order, as drivers send them
             else:
                 effort = effort_in_order(names, efforts, self.joint_names)
         decision = None

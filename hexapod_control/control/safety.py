@@ -140,6 +140,7 @@ from hexapod_control.control.trajectories import Reference, SmoothMove
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import RateRange, SafetySettings
+from hexapod_control.model.rotations import wrap_angle_float
 from hexapod_control.ros.conventions import (
     ReferencePoint,
     euler_from_reference_point,
@@ -668,10 +669,10 @@ class SafetySupervisor:
 
     def _step_problem(self, step: np.ndarray) -> str:
         """Why a pose change is too large to take at once ('' when it is not); angles are wrapped."""
-        # Run at every reference of a 1 kHz loop: the formulas of norm and wrap_angle on plain floats, without
-        # NumPy's per-call overhead on three-element arrays.
+        # Run at every reference of a 1 kHz loop: the norms on plain floats, without NumPy's per-call
+        # overhead on three-element arrays.
         x, y, z, *angles = step.tolist()
-        wrapped = [math.pi - (math.pi - a) % (2.0 * math.pi) for a in angles]
+        wrapped = [wrap_angle_float(a) for a in angles]
         position, angle = math.sqrt(x * x + y * y + z * z), math.sqrt(sum(a * a for a in wrapped))
         settings = self.settings
         if position > settings.max_reference_position_step:

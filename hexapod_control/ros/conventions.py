@@ -128,10 +128,20 @@ def effort_in_order(names, efforts, expected_names) -> np.ndarray | None:
         if len(efforts) != len(names):
             return None
         index = {str(name): k for k, name in enumerate(names)}
-        values = np.array([efforts[index[name]] for name in expected_names], dtype=float)
-    except (TypeError, ValueError, KeyError):
+        ordered = [efforts[index[name]] for name in expected_names]
+    except (TypeError, KeyError):
         return None
-    return values if np.all(np.isfinite(values)) else None
+    return finite_effort(ordered, len(expected_names))
+
+
+def finite_effort(values, size: int) -> np.ndarray | None:
+    """``values`` as an array of ``size`` finite numbers; None when they are not (effort_in_order's
+    check, for an effort field already in joint order)."""
+    try:
+        array = np.array(values, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return array if array.shape == (size,) and np.isfinite(array).all() else None
 
 
 def effort_array(data, size: int = 6) -> np.ndarray:
