@@ -15,7 +15,8 @@ Subscribes  ``/effort_controller/commands`` (std_msgs/Float64MultiArray, six for
             not refresh the command timeout either.
 Publishes   ``/joint_states`` (sensor_msgs/JointState) once per loop tick, as
             joint_state_broadcaster does: stamped with the ROS time (system time) at which the
-            state was read, names = ``ros.joint_names``, position and velocity measured by the
+            state was read (for a simulated plant, the scheduled time its steps reached; see
+            Loop), names = ``ros.joint_names``, position and velocity measured by the
             simulator's sensor model, effort = the forces the drives apply (the command clamped
             to ``limits.actuator_force_max``).
             ``/diagnostics`` every ``safety.diagnostics_period`` and at once on a change: commands
@@ -44,7 +45,12 @@ alone cost whole periods: hundreds of overruns a run, doc/benchmarks.md). Each t
 wall time since the last tick (``simulation.rate`` / ``rate`` plant steps). A tick that starts a
 whole period or more late is an overrun: the ticks it missed are counted and not run, and the plant
 catches up on their steps with the forces of the late tick, because a real robot keeps moving
-while its PC stalls.
+while its PC stalls. A simulated plant's state is stamped with the scheduled time its steps
+reached, not with the wall time of the late tick that publishes it: a robot's sensors are read at
+the time of the stamp. A wall-clock stamp runs up to a period ahead of the motion it reports, and the
+controller then compares that motion with the reference up to a period ahead (over DDS it drove
+computed torque at 500 Hz to overspeed). The tick's lateness shows as the state's age on arrival
+instead, as it would on the robot. A Quanser board's state is stamped when it was read.
 
 Answers. /diagnostics reports the commands received per joint state published since the last
 report. With the parameter ``timing_log`` set to a path, the driver writes there on shutdown when
@@ -90,6 +96,7 @@ from collections import deque
 
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.time import Time
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
@@ -136,6 +143,8 @@ BOARD_DESCRIPTION = (
     "hardware). Both boards need the hexapod.board section of params_file"
 )
 PERIOD_PERCENTILE = 99.0  # reported tick-period percentile
+# Two clock reads further apart than this were preempted: their offset is not taken.
+CLOCK_READ_BRACKET_S = 20e-6
 
 
 def declare_positive(node, name: str, default: float, description: str) -> float:
@@ -178,6 +187,12 @@ class TickSchedule:
         self.starts.append(now)
         self.ticks += 1
         return missed + 1
+
+    @property
+    def scheduled(self) -> float:
+        """The deadline of the tick begun last, the latest one due when it began (of the ticks it
+        covers): the time a plant stepped by the schedule has reached."""
+        return self.deadline - self.period
 
     def summary(self) -> dict:
         """Achieved rate [Hz] and tick periods [s] over the window (NaN before two ticks)."""
@@ -232,6 +247,7 @@ class FakeDriverNode(HexapodNode):
             self.plant = getattr(self.drive.board, "plant", None)
         self.timing = TickSchedule(self.period, time.monotonic(), round(parameters.safety.diagnostics_period * self.rate))
 
+        self._clock_offset = None  # [ns] ROS time - time.monotonic(), for the stamps
         self._state = JointState()  # reused: publish serialises it at once
         self._state.name = self.joint_names
         self.state_publisher = self.create_publisher(JointState, TOPICS["joint_states"], RELIABLE_QOS)
@@ -288,7 +304,8 @@ class FakeDriverNode(HexapodNode):
             return
         forces, commanded = self.command.forces(now)
         self.plant.advance(forces, steps)
-        self._publish_state(self.plant.joint_positions(), self.plant.joint_velocities(), self.plant.applied_forces)
+        self._publish_state(self.plant.joint_positions(), self.plant.joint_velocities(), self.plant.applied_forces,
+                            self.timing.scheduled)
         self._report(now, commanded)
 
     def _drive_tick(self, now: float, periods: int) -> None:
@@ -297,12 +314,15 @@ class FakeDriverNode(HexapodNode):
             drive.board.elapse(periods)
         drive.tick(now)
         if drive.calibrated:  # before, the encoders' zero is unknown: no position to publish
-            self._publish_state(drive.positions(), drive.velocities(), drive.acted_forces)
+            # The simulated board's plant stepped by the schedule; a Quanser board was read now.
+            read = self.timing.scheduled if self.board_kind == SIMULATED_BOARD else now
+            self._publish_state(drive.positions(), drive.velocities(), drive.acted_forces, read)
         self._report(now, drive.commanded)
 
-    def _publish_state(self, positions: np.ndarray, velocities: np.ndarray, efforts: np.ndarray) -> None:
+    def _publish_state(self, positions: np.ndarray, velocities: np.ndarray, efforts: np.ndarray, read: float) -> None:
+        """Publish the state read at the monotonic time ``read``, stamped with the ROS time then (module doc, Loop)."""
         state = self._state
-        stamp = self.get_clock().now()
+        stamp = self._ros_time_at(read)
         state.header.stamp = stamp.to_msg()
         self.timing_log.record("state_stamps", stamp.nanoseconds * 1e-9)
         self.window_states += 1
@@ -310,6 +330,16 @@ class FakeDriverNode(HexapodNode):
         state.velocity = velocities.tolist()
         state.effort = efforts.tolist()
         self.state_publisher.publish(state)
+
+    def _ros_time_at(self, monotonic: float) -> Time:
+        """The ROS time at a past ``time.monotonic()`` instant, through the clocks' offset. The offset
+        is taken from two reads close together: a preemption between them would shift the stamps."""
+        before = time.monotonic()
+        now = self.get_clock().now()
+        after = time.monotonic()
+        if self._clock_offset is None or after - before < CLOCK_READ_BRACKET_S:
+            self._clock_offset = now.nanoseconds - round(0.5 * (before + after) * 1e9)
+        return Time(nanoseconds=round(monotonic * 1e9) + self._clock_offset, clock_type=now.clock_type)
 
     def _report(self, now: float, commanded: bool) -> None:
         drive = self.drive
