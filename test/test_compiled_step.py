@@ -104,9 +104,9 @@ class TwinLoops:
             for name in ("last_q", "last_phi", "previous_q", "previous_phi"):
                 np.testing.assert_allclose(getattr(law_a.kinematic_state, name), getattr(law_b.kinematic_state, name),
                                            rtol=0, atol=TOLERANCE)
+            assert law_a._updated_at == law_b._updated_at
             if law_a.name == "double_loop":
                 np.testing.assert_allclose(law_a._integral, law_b._integral, rtol=0, atol=TOLERANCE)
-                assert law_a._integrated_at == law_b._integrated_at
 
 
 def run(controller: str, scenario, steps: int = STEPS, jitter: float = 0.0) -> TwinLoops:

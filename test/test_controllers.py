@@ -453,3 +453,44 @@ def test_double_loop_starts_bumplessly_from_the_hold_force():
     controller.reset(0.0, q, np.zeros(6))
     output = controller.update(0.001, q, np.zeros(6), HoldTrajectory(model.forward_kinematics(q).pose).sample(0.0))
     np.testing.assert_allclose(output.forces, model.gravity_term(q), rtol=0, atol=1e-9)
+
+
+
+@pytest.mark.parametrize("name", ["computed_torque", "double_loop"])
+def test_a_force_held_for_several_periods_carries_the_feedback_of_one(name):
+    """Feedback over the hold: an update n periods after the last one scales the feedback by 1/n and
+    nothing else. The part that is not feedback: for computed torque, (6.89) with its gains zero (the
+    feed-forward and the model terms) from the model; for the double loop, K_i times the
+    integral it held (the integral force). The force is affine in the feedback, so at a hold of n
+    periods it is that part plus 1/n of the one-period force's feedback."""
+    parameters = nominal_parameters()
+    model = HexapodModel(parameters)
+    q = model.home_q + np.array([1e-4, -2e-4, 1e-4, 0.0, -1e-4, 2e-4])
+    qd = np.array([0.004, -0.003, 0.002, 0.0, 0.001, -0.002])
+    pose = model.forward_kinematics(model.home_q).pose
+    reference = Reference(0.0, pose, np.array([0.002, 0.0, -0.001, 0.0, 0.005, 0.0]),
+                          np.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.2]))
+    period = parameters.controllers.period
+
+    def second_update(controller, hold_periods):
+        """The forces of an update ``hold_periods`` after the first one, and the force that is not feedback."""
+        controller.reset(0.0, q, qd)
+        controller.update(period, q, qd, reference)  # the update the hold counts from
+        held_integral_force = controller.ki * controller.integral if name == "double_loop" else None
+        output = controller.update(period * (1 + hold_periods), q, qd, reference)
+        assert not output.saturated.any()
+        return output.forces, held_integral_force
+
+    one, integral_force = second_update(controller_for(name, parameters), 1)
+    if name == "computed_torque":  # (6.89) without its gains, from the model's own terms
+        phi = model.forward_kinematics(q).phi
+        jacobian = model.analytic_jacobian(q, qd, phi=phi)
+        acceleration = np.linalg.solve(jacobian.analytic, reference.acceleration - jacobian.convective)
+        baseline = model.inverse_dynamics(q, qd, acceleration, phi=phi)
+    else:
+        baseline = integral_force
+    assert np.max(np.abs(one - baseline)) > 1.0  # the feedback is a real part of the force [N]
+    for hold in (2, 3, 5):
+        controller = controller_for(name, parameters)
+        forces, _ = second_update(controller, hold)
+        np.testing.assert_allclose(forces, baseline + (one - baseline) / hold, rtol=0, atol=1e-9)

@@ -97,7 +97,7 @@ STEP_MEMORY = (
     ("prediction_qd", 6),
     ("measured_state", 24),  # measured_state's warm start, in the control cycle's state layout
     ("law_state", 24),  # the wrapped controller's warm start and integrator (control cycle state)
-    ("integrated_at", 1),  # DoubleLoopController._integrated_at (NaN: None)
+    ("updated_at", 1),  # the wrapped controller's _updated_at (NaN: None)
 )
 # (name, size): the inputs of one step.
 STEP_INPUTS = (
@@ -463,24 +463,24 @@ int hexapod_step_command(const double *inputs, double *memory, const double *set
     }
     double law[OUT_SIZE];
     const int double_loop = settings[STEP_DOUBLE_LOOP] != 0.0;
+    const double updated_at = work[MEMORY_UPDATED_AT], law_period = settings[STEP_LAW_PERIOD];
+    /* OperationalSpaceController.feedback_scale */
+    const double scale = (isnan(updated_at) || !(t - updated_at > law_period)) ? 1.0 : law_period / (t - updated_at);
     if (double_loop) {
-        const double integrated_at = work[MEMORY_INTEGRATED_AT]; /* DoubleLoopController.integration_step */
-        const double step = isnan(integrated_at) ? settings[STEP_LAW_PERIOD]
-                                                 : fmin(fmax(t - integrated_at, 0.0), settings[STEP_LONGEST_PERIOD]);
-        cycle_status = hexapod_cycle_double_loop(predicted + PREDICTED_Q, predicted + PREDICTED_QD, ahead, step,
+        /* DoubleLoopController.integration_step */
+        const double step = isnan(updated_at) ? law_period : fmin(fmax(t - updated_at, 0.0), settings[STEP_LONGEST_PERIOD]);
+        cycle_status = hexapod_cycle_double_loop(predicted + PREDICTED_Q, predicted + PREDICTED_QD, ahead, step, scale,
                                                  work + MEMORY_LAW_STATE, cycle_settings, parameters, law);
     } else {
         cycle_status = hexapod_cycle_computed_torque(predicted + PREDICTED_Q, predicted + PREDICTED_QD, ahead,
-                                                     settings[STEP_LAW_PERIOD], work + MEMORY_LAW_STATE,
-                                                     cycle_settings, parameters, law);
+                                                     law_period, scale, work + MEMORY_LAW_STATE, cycle_settings,
+                                                     parameters, law);
     }
     if (cycle_status > STATUS_NEAR_SINGULAR) {
         out[OUTPUT_CYCLE_STATUS] = cycle_status;
         return STEP_STATUS_LAW;
     }
-    if (double_loop) {
-        work[MEMORY_INTEGRATED_AT] = isnan(work[MEMORY_INTEGRATED_AT]) ? t : fmax(work[MEMORY_INTEGRATED_AT], t);
-    }
+    work[MEMORY_UPDATED_AT] = isnan(updated_at) ? t : fmax(updated_at, t);
     /* The supervisor's clamp (the law clamped already) and the saturation and frozen-feedback rows. */
     const double limit = settings[STEP_FORCE_LIMIT];
     double forces[6], saturated[6];

@@ -20,7 +20,7 @@ compiled cycle as the Python code does, so that the two paths can alternate cycl
 code advances its copy of them too; it is written again from the Python objects whenever they are
 not the very objects the last compiled cycle left (a reset, a deferred cycle, anything else). The
 time a double-loop cycle integrates over is the controller's ``integration_step`` (the actual
-period since its last update), passed with each call.
+period since its last update), passed with each call, as is its ``feedback_scale``.
 
 Environment: ``HEXAPOD_CONTROL_CYCLE`` = ``auto`` (default: C when the library is available, one
 warning otherwise, as the dynamics backend), ``python`` (always the Python code) or ``c`` (the C
@@ -90,8 +90,9 @@ class CycleLibrary:
         for name in controllers:
             function = library[f"hexapod_cycle_{name}"]
             function.restype = ctypes.c_int
-            # q, qd, reference, the period this cycle integrates over, state, settings, parameters, out
-            function.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_double] + [ctypes.c_void_p] * 4
+            # q, qd, reference, the period this cycle integrates over, the feedback scale, state,
+            # settings, parameters, out
+            function.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_double] * 2 + [ctypes.c_void_p] * 4
             self.functions[name] = function
         self.path = path
         self._library = library  # keeps it loaded
@@ -285,9 +286,9 @@ class CompiledCycle:
             self._integral_view[...] = controller._integral
 
         # The double loop integrates over the time since its last update (controllers.py); computed
-        # torque has no integrator and ignores the period.
+        # torque has no integrator and ignores the period. Both scale their feedback over the hold.
         period = controller.integration_step(t) if self._double_loop else controller.period
-        code = self._function(*self._inputs, period, *self._buffers)
+        code = self._function(*self._inputs, period, controller.feedback_scale(t), *self._buffers)
         if code >= len(FINISHED_STATUSES):
             return self._defer(self.library.statuses[code])
 
@@ -313,7 +314,7 @@ class CompiledCycle:
             controller.desired_joint_velocity = out[command_at]
             controller._velocity_error = out[velocity_error_at]
             controller._integral = out[integral_at]
-            controller._integrated(t)
+        controller._updated(t)
         self._held = (
             warm_start.last_q,
             warm_start.last_phi,

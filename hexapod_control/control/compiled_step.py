@@ -265,7 +265,7 @@ class CompiledStep:
         _pack_warm_start(law_state, law.kinematic_state)
         if self._double_loop:
             law_state[18:24] = law._integral
-            view("integrated_at")[...] = _nan_for_none(law._integrated_at)
+        view("updated_at")[...] = _nan_for_none(law._updated_at)
         self.owned = True
 
     def release(self) -> None:
@@ -309,9 +309,9 @@ class CompiledStep:
         _unpack_warm_start(view("measured_state"), controller.measured_state)
         law_state = view("law_state")
         _unpack_warm_start(law_state, law.kinematic_state)
+        law._updated_at = _none_for_nan(view("updated_at")[0])
         if self._double_loop:
             law._integral = law_state[18:24].copy()
-            law._integrated_at = _none_for_nan(view("integrated_at")[0])
             if self._last_output is not None:
                 law.desired_joint_velocity, law._velocity_error = self._last_output
 

@@ -37,6 +37,14 @@ Rules common to both (the ROS node maps ``status`` onto its safety supervisor):
   nominal period. One step integrates at most the longest period its gain set is valid for
   (1 / ``valid_rates.min``): after a dropped burst of states the velocity error of one instant does
   not stand for the whole gap.
+* Feedback over the hold: the drives hold a force until the next command, and a loop that falls
+  behind answers only some joint states, so a force meant for one period may act for several. The
+  feedback gains (K_V and K_P; the double loop's K_p) are scaled by ``feedback_scale`` = the nominal
+  period / the time since the previous update when that is longer (1 otherwise, and after
+  ``reset``): the correction a held force makes over the hold stays the one the gains make in a
+  period, where at the full gains it grows with the hold (both controllers went unstable answering
+  every third or fourth joint state at 1 kHz). The feed-forward, the model terms and the double
+  loop's integral force are not scaled: they do not grow with the hold.
 * Valid rates: every gain set has ``valid_rates`` in the parameters (the rates at which its loop is
   stable with a margin); a controller whose ``controllers.rate`` lies outside them is refused at
   construction with ParameterError (the safety supervisor checks the measured rate at arming).
@@ -160,6 +168,7 @@ class OperationalSpaceController:
         self.settings = settings or model.parameters.controllers
         self.force_limit = model.parameters.limits.actuator_force_max
         self.period = self.settings.period  # nominal [s]
+        self._updated_at: float | None = None  # t of the last update that gave forces; None after reset
         self.valid_rates_key, self.valid_rates = self.settings.valid_rates(self.name, gain_set)
         if self.settings.rate not in self.valid_rates:
             raise ParameterError(
@@ -192,7 +201,18 @@ class OperationalSpaceController:
         as_vector(qd, 6, "qd", JOINT_NAMES)
         self.kinematic_state.reset()
         fk = self.model.forward_kinematics(q, self.kinematic_state)  # raises ConvergenceError / AssemblyModeJumpError
+        self._updated_at = None
         self._reset_state(q, fk)
+
+    def feedback_scale(self, t: float) -> float:
+        """The factor on the feedback gains of the update at ``t`` (module doc, "Feedback over the hold")."""
+        if self._updated_at is None or not t - self._updated_at > self.period:
+            return 1.0
+        return self.period / (t - self._updated_at)
+
+    def _updated(self, t: float) -> None:
+        """The update at ``t`` gave forces (here or in the compiled cycle): later holds count from it."""
+        self._updated_at = t if self._updated_at is None else max(self._updated_at, t)
 
     def update(self, t: float, q, qd, reference: Reference) -> ControlOutput:
         """Actuator forces for the measured (q, qd) and the reference; see the module rules."""
@@ -214,7 +234,7 @@ class OperationalSpaceController:
             pose_error = ref.pose - fk.pose
             pose_error[3:] = wrap_angle(pose_error[3:])
             try:
-                unclamped = self._control_law(q, qd, ref, fk, jac, pose_error, solve)
+                unclamped = self._control_law(q, qd, ref, fk, jac, pose_error, solve, self.feedback_scale(t))
             except SingularityError as error:
                 raise _SafeOutput(ControlStatus.SINGULAR, str(error)) from error
             except _KINEMATICS_ERRORS as error:
@@ -227,6 +247,7 @@ class OperationalSpaceController:
         forces = np.clip(unclamped, -self.force_limit, self.force_limit)
         saturated = np.abs(unclamped) > self.force_limit
         self._after_output(t, qd, unclamped, forces, saturated)
+        self._updated(t)
         if near_singular:
             status, message = ControlStatus.NEAR_SINGULAR, (
                 f"J_A conditioning {jac.jacobian_conditioning:.3g} below "
@@ -319,7 +340,7 @@ class OperationalSpaceController:
     def _reset_state(self, q, fk) -> None:
         pass
 
-    def _control_law(self, q, qd, ref, fk, jac, pose_error, solve) -> np.ndarray:
+    def _control_law(self, q, qd, ref, fk, jac, pose_error, solve, scale) -> np.ndarray:
         raise NotImplementedError
 
     def _after_output(self, t, qd, unclamped, forces, saturated) -> None:
@@ -341,7 +362,6 @@ class DoubleLoopController(OperationalSpaceController):
         self.ki = np.array(velocity_gains.velocity_integral_gain)
         self.anti_windup = loop.anti_windup
         self._integral = np.zeros(6)  # integral of the velocity error [m]
-        self._integrated_at: float | None = None  # t of the last update that integrated; None after reset
         self._velocity_error = np.zeros(6)
         self.desired_joint_velocity = np.zeros(6)
 
@@ -355,7 +375,6 @@ class DoubleLoopController(OperationalSpaceController):
         # first command at rest is the force that holds the platform where it is (the hold force)
         # instead of zero, which would let it drop until the integrator had learnt the load.
         self._integral = self.model.gravity_term(q, phi=fk.phi) / self.ki
-        self._integrated_at = None
         self._velocity_error = np.zeros(6)
         self.desired_joint_velocity = np.zeros(6)
 
@@ -367,15 +386,15 @@ class DoubleLoopController(OperationalSpaceController):
         one instant's velocity error over the whole gap, a step in the integral force. A stamp
         not after the last one integrates nothing.
         """
-        if self._integrated_at is None:
+        if self._updated_at is None:
             return self.period
-        return min(max(t - self._integrated_at, 0.0), self.valid_rates.longest_period)
+        return min(max(t - self._updated_at, 0.0), self.valid_rates.longest_period)
 
-    def _control_law(self, q, qd, ref, fk, jac, pose_error, solve):
+    def _control_law(self, q, qd, ref, fk, jac, pose_error, solve, scale):
         # (6.85) with erratum 9: the feed-forward is xi_d_dot.
         self.desired_joint_velocity = solve(ref.velocity + self.kinematic_gain * pose_error)
         self._velocity_error = self.desired_joint_velocity - qd
-        return self.kp * self._velocity_error + self.ki * self._integral
+        return self.kp * scale * self._velocity_error + self.ki * self._integral
 
     def _after_output(self, t, qd, unclamped, forces, saturated) -> None:
         error = self._velocity_error
@@ -386,11 +405,6 @@ class DoubleLoopController(OperationalSpaceController):
         else:
             rate = error
         self._integral = self._integral + self.integration_step(t) * rate
-        self._integrated(t)
-
-    def _integrated(self, t: float) -> None:
-        """The update at ``t`` integrated (here or in the compiled cycle): later steps count from it."""
-        self._integrated_at = t if self._integrated_at is None else max(self._integrated_at, t)
 
 
 # ------------------------------------------------------------------------------------------ computed torque
@@ -404,12 +418,12 @@ class ComputedTorqueController(OperationalSpaceController):
         self.position_gain = np.array(self.settings.computed_torque.position_gain)
         self.velocity_gain = np.array(self.settings.computed_torque.velocity_gain)
 
-    def _control_law(self, q, qd, ref, fk, jac, pose_error, solve):
+    def _control_law(self, q, qd, ref, fk, jac, pose_error, solve, scale):
         pose_rate = jac.analytic @ qd  # xi_dot = J_A q_dot
         commanded = (
             ref.acceleration
-            + self.velocity_gain * (ref.velocity - pose_rate)
-            + self.position_gain * pose_error
+            + self.velocity_gain * scale * (ref.velocity - pose_rate)
+            + self.position_gain * scale * pose_error
             - jac.convective
         )
         joint_acceleration = solve(commanded)

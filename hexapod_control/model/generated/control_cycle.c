@@ -8,13 +8,15 @@
  * the whole step per joint state around it (hexapod_control/codegen/control_step.py).
  *
  *   int hexapod_cycle_<controller>(const double q[6], const double qd[6], const double reference[18],
- *                                  double period, double state[24], const double settings[...],
- *                                  const double parameters[31], double out[...])
+ *                                  double period, double feedback_scale, double state[24],
+ *                                  const double settings[...], const double parameters[31],
+ *                                  double out[...])
  *
  * returns a status (hexapod_cycle_statuses, by index): ok, saturated and near_singular fill `out` and
  * advance `state` (warm start, integrator); every other status leaves the cycle to the Python
  * controller and `state` as it was. `period` is the time this cycle integrates over [s] (the double
- * loop's; computed torque has no integrator). Layouts: the strings below.
+ * loop's; computed torque has no integrator); `feedback_scale` the factor on the feedback gains
+ * (the controller's feedback_scale). Layouts: the strings below.
  */
 
 #include <float.h>
@@ -596,10 +598,11 @@ static void cycle_advance(const double *q, const double *phi, double *state)
 }
 
 /* ------------------------------------------------------------------------------ the controllers */
-/* DoubleLoopController: nu_d = J_A^-1 (xi_d_dot + K xi_err), tau = K_p (nu_d - q_dot) + K_i integral; the
- * integral advances by `period`, the caller's DoubleLoopController.integration_step. */
+/* DoubleLoopController: nu_d = J_A^-1 (xi_d_dot + K xi_err), tau = s K_p (nu_d - q_dot) + K_i integral; the
+ * integral advances by `period`, the caller's DoubleLoopController.integration_step; s is its feedback_scale. */
 int hexapod_cycle_double_loop(const double *q, const double *qd, const double *reference, double period,
-                              double *state, const double *settings, const double *parameters, double *out)
+                              double feedback_scale, double *state, const double *settings, const double *parameters,
+                              double *out)
 {
     CycleJacobian jacobian;
     int status = cycle_begin(q, qd, reference, state, settings, parameters, out, &jacobian);
@@ -620,7 +623,7 @@ int hexapod_cycle_double_loop(const double *q, const double *qd, const double *r
     }
     for (int k = 0; k < N_ACTUATORS; ++k) {
         error[k] = desired[k] - qd[k];
-        unclamped[k] = kp[k] * error[k] + ki[k] * integral[k];
+        unclamped[k] = kp[k] * feedback_scale * error[k] + ki[k] * integral[k];
     }
     status = cycle_finish(unclamped, settings, &jacobian, out);
     if (status > STATUS_NEAR_SINGULAR) {
@@ -638,10 +641,11 @@ int hexapod_cycle_double_loop(const double *q, const double *qd, const double *r
     return status;
 }
 
-/* ComputedTorqueController: q_dd = J_A^-1 (xi_d_ddot + K_V (xi_d_dot - J_A q_dot) + K_P xi_err - J_A_dot q_dot),
- * tau = M_bar q_dd + C_bar q_dot + g_bar. */
+/* ComputedTorqueController: q_dd = J_A^-1 (xi_d_ddot + s K_V (xi_d_dot - J_A q_dot) + s K_P xi_err - J_A_dot q_dot),
+ * tau = M_bar q_dd + C_bar q_dot + g_bar; s is its feedback_scale. */
 int hexapod_cycle_computed_torque(const double *q, const double *qd, const double *reference, double period,
-                                  double *state, const double *settings, const double *parameters, double *out)
+                                  double feedback_scale, double *state, const double *settings,
+                                  const double *parameters, double *out)
 {
     (void)period; /* no integrator; the argument keeps one signature for both controllers */
     CycleJacobian jacobian;
@@ -656,8 +660,9 @@ int hexapod_cycle_computed_torque(const double *q, const double *qd, const doubl
         for (int j = 0; j < N_ACTUATORS; ++j) {
             pose_rate += jacobian.analytic[6 * k + j] * qd[j];
         }
-        commanded[k] = reference[REFERENCE_ACCELERATION + k] + kv[k] * (reference[REFERENCE_VELOCITY + k] - pose_rate) +
-                       kp[k] * out[OUT_POSE_ERROR + k] - jacobian.convective[k];
+        commanded[k] = reference[REFERENCE_ACCELERATION + k] +
+                       kv[k] * feedback_scale * (reference[REFERENCE_VELOCITY + k] - pose_rate) +
+                       kp[k] * feedback_scale * out[OUT_POSE_ERROR + k] - jacobian.convective[k];
     }
     double *acceleration = out + OUT_JOINT_COMMAND;
     status = cycle_jacobian_solve(&jacobian, commanded, acceleration);
@@ -875,7 +880,7 @@ int hexapod_predict(const double *q, const double *qd, const double *phi, const 
 
 /* Layouts of the whole step's arrays (read by compiled_step.py), and their offsets. */
 const char hexapod_step_settings[] = "max_future_stamp[1] max_feedback_age[1] plausible_position_margin[1] plausible_speed_factor[1] plausible_step_margin[1] reference_timeout[1] max_saturation_time[1] frozen_feedback_time[1] position_min[1] position_max[1] min_slider_separation[1] speed_max[1] force_limit[1] rate_min[1] rate_max[1] rate_tolerance[1] rate_known_spacings[1] rate_window[1] period_window[1] nominal_period[1] flight_length[1] stamp_tolerance[1] estimate[1] max_delay_periods[1] estimator_time_constant[1] switch_ratio[1] double_loop[1] law_period[1] longest_period[1]";
-const char hexapod_step_memory[] = "last_stamp[1] last_valid[1] last_valid_stamp[1] last_valid_q[6] last_valid_qd[6] rate[203] saturated_since[1] frozen_since[1] frozen_force_sum[6] frozen_commands[1] period[33] sent[130] effort_stamp[1] effort[6] measurement[1] measurement_t[1] measurement_q[6] measurement_qd[6] measurement_phi[3] misfits[16] delay_periods[1] estimate_changes[1] prediction[1] prediction_q[6] prediction_qd[6] measured_state[24] law_state[24] integrated_at[1]";
+const char hexapod_step_memory[] = "last_stamp[1] last_valid[1] last_valid_stamp[1] last_valid_q[6] last_valid_qd[6] rate[203] saturated_since[1] frozen_since[1] frozen_force_sum[6] frozen_commands[1] period[33] sent[130] effort_stamp[1] effort[6] measurement[1] measurement_t[1] measurement_q[6] measurement_qd[6] measurement_phi[3] misfits[16] delay_periods[1] estimate_changes[1] prediction[1] prediction_q[6] prediction_qd[6] measured_state[24] law_state[24] updated_at[1]";
 const char hexapod_step_inputs[] = "now[1] stamp[1] q[6] qd[6] effort_given[1] effort[6] reference[18] reference_received[1]";
 const char hexapod_step_outputs[] = "forces[6] saturated[6] pose[6] pose_error[6] position_error_norm[1] orientation_error_norm[1] law_status[1] jacobian_conditioning[1] constraint_conditioning[1] fk_iterations[1] fk_residual[1] joint_command[6] velocity_error[6] phi[3] cycle_status[1]";
 const char hexapod_step_statuses[] = "taken repeated control invalid stale state_limits rate reference_stale measure applied_force predict law saturation frozen_window";
@@ -939,7 +944,7 @@ const char hexapod_step_statuses[] = "taken repeated control invalid stale state
 #define MEMORY_PREDICTION_QD 439
 #define MEMORY_MEASURED_STATE 445
 #define MEMORY_LAW_STATE 469
-#define MEMORY_INTEGRATED_AT 493
+#define MEMORY_UPDATED_AT 493
 #define MEMORY_SIZE 494
 #define INPUT_NOW 0
 #define INPUT_STAMP 1
@@ -1297,24 +1302,24 @@ int hexapod_step_command(const double *inputs, double *memory, const double *set
     }
     double law[OUT_SIZE];
     const int double_loop = settings[STEP_DOUBLE_LOOP] != 0.0;
+    const double updated_at = work[MEMORY_UPDATED_AT], law_period = settings[STEP_LAW_PERIOD];
+    /* OperationalSpaceController.feedback_scale */
+    const double scale = (isnan(updated_at) || !(t - updated_at > law_period)) ? 1.0 : law_period / (t - updated_at);
     if (double_loop) {
-        const double integrated_at = work[MEMORY_INTEGRATED_AT]; /* DoubleLoopController.integration_step */
-        const double step = isnan(integrated_at) ? settings[STEP_LAW_PERIOD]
-                                                 : fmin(fmax(t - integrated_at, 0.0), settings[STEP_LONGEST_PERIOD]);
-        cycle_status = hexapod_cycle_double_loop(predicted + PREDICTED_Q, predicted + PREDICTED_QD, ahead, step,
+        /* DoubleLoopController.integration_step */
+        const double step = isnan(updated_at) ? law_period : fmin(fmax(t - updated_at, 0.0), settings[STEP_LONGEST_PERIOD]);
+        cycle_status = hexapod_cycle_double_loop(predicted + PREDICTED_Q, predicted + PREDICTED_QD, ahead, step, scale,
                                                  work + MEMORY_LAW_STATE, cycle_settings, parameters, law);
     } else {
         cycle_status = hexapod_cycle_computed_torque(predicted + PREDICTED_Q, predicted + PREDICTED_QD, ahead,
-                                                     settings[STEP_LAW_PERIOD], work + MEMORY_LAW_STATE,
-                                                     cycle_settings, parameters, law);
+                                                     law_period, scale, work + MEMORY_LAW_STATE, cycle_settings,
+                                                     parameters, law);
     }
     if (cycle_status > STATUS_NEAR_SINGULAR) {
         out[OUTPUT_CYCLE_STATUS] = cycle_status;
         return STEP_STATUS_LAW;
     }
-    if (double_loop) {
-        work[MEMORY_INTEGRATED_AT] = isnan(work[MEMORY_INTEGRATED_AT]) ? t : fmax(work[MEMORY_INTEGRATED_AT], t);
-    }
+    work[MEMORY_UPDATED_AT] = isnan(updated_at) ? t : fmax(updated_at, t);
     /* The supervisor's clamp (the law clamped already) and the saturation and frozen-feedback rows. */
     const double limit = settings[STEP_FORCE_LIMIT];
     double forces[6], saturated[6];
