@@ -78,9 +78,10 @@ class SideBySide:
         # The bare call repeats the update's call with the state that call started from, in a scratch
         # copy (the call advances it), so that the controller's own C state stays as the update left it.
         scratch = {name: cycle._state.copy() for name, cycle in cycles.items()}
-        # The period argument: the nominal one, which the update's evenly spaced times give too.
+        # The period and feedback-scale arguments: the nominal period and 1, which the update's
+        # evenly spaced times give too.
         bare_arguments = {
-            name: (*cycle._inputs, cycle.controller.period,
+            name: (*cycle._inputs, cycle.controller.period, 1.0,
                    *(scratch[name].ctypes.data if buffer == cycle._state.ctypes.data else buffer for buffer in cycle._buffers))
             for name, cycle in cycles.items()
         }
