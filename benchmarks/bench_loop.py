@@ -12,10 +12,9 @@ shipped 0.40 m lies beyond the model's straight-leg collapse); this script then 
 then the trajectory), as an operator would, and measures for ``--seconds`` from ``SETTLE_S`` later.
 
 The loop's timing comes from the two processes' ``timing_log`` files (written when they stop; one
-system clock): the driver's stamps of its joint states and arrival times of the commands, and the
-stack's answered stamp and publication time of each command, matched in order (``answers``). So
-no third process has to listen at 1 kHz. Printed
-per run:
+system clock): the driver's stamps of its joint states, when each tick began, and arrival times of
+the commands, and the stack's answered stamp and publication time of each command, matched in order
+(``answers``). So no third process has to listen at 1 kHz. Printed per run:
 
 * joint states answered: commands that answered a joint state of the window / its joint states;
 * latency from a joint state's stamp to its command's arrival at the driver: median, p99, max;
@@ -80,7 +79,7 @@ def cycle_ratios() -> dict[str, float]:
 def answers(driver, stack, start: float, end: float) -> tuple[int, np.ndarray, Counter]:
     """Joint states stamped in [start, end), the latency [s] of each command that answered one of
     them (stamp -> arrival at the driver), and how many ticks late each was applied (module doc)."""
-    stamps, arrivals = driver["state_stamps"], driver["command_arrivals"]
+    stamps, ticks, arrivals = driver["state_stamps"], driver["tick_times"], driver["command_arrivals"]
     answered, published = stack["answer_stamps"], stack["publish_times"]
     # Delivery keeps the order (reliable, one writer), so arrival k is publication first + k. The
     # first arrival may be an older command than the last one published before it (a reader that
@@ -94,9 +93,10 @@ def answers(driver, stack, start: float, end: float) -> tuple[int, np.ndarray, C
     stamp = answered[sent]  # NaN: a watchdog's command, which answers no joint state
     keep = (stamp >= start) & (stamp < end)
     stamp, arrival = stamp[keep], arrivals[keep]
-    # The tick of the answered state, and the first tick after the command arrived.
+    # The tick of the answered state, and the first tick that began after the command arrived (a
+    # state's stamp is the time its plant steps reached, which a late tick began after).
     tick = np.searchsorted(stamps, stamp - STAMP_MATCH_S)
-    applied = np.searchsorted(stamps, arrival, side="right")
+    applied = np.searchsorted(ticks, arrival, side="right")
     late = Counter(np.minimum(applied - tick, LATE_BUCKETS).tolist())
     return int(np.sum((stamps >= start) & (stamps < end))), arrival - stamp, late
 

@@ -34,7 +34,7 @@ from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
 from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY, RELIABLE_QOS
 from hexapod_control.ros.conventions import TOPICS, time_from_stamp
-from hexapod_control.ros.fake_driver import NODE_NAME, TickSchedule, steps_per_tick
+from hexapod_control.ros.fake_driver import CLOCK_READ_BRACKET_S, NODE_NAME, TickSchedule, steps_per_tick
 from hexapod_control.simulation.embedded import EmbeddedSimulator
 
 PARAMETERS = load_parameters()
@@ -202,6 +202,12 @@ def driver(tmp_path_factory):
     log = np.load(timing_log)
     stamps = log["state_stamps"]
     assert stamps.size > RATE and np.all(np.diff(stamps) > 0)
+    # Each state was stamped with the time its plant steps reached, the latest deadline due when its
+    # tick began: less than a period before it, within the clocks' offset, which each time is taken
+    # from two reads at most CLOCK_READ_BRACKET_S apart.
+    ticks, tolerance = log["tick_times"], CLOCK_READ_BRACKET_S
+    assert ticks.size == stamps.size
+    assert np.all((stamps <= ticks + tolerance) & (ticks < stamps + 1.0 / RATE + tolerance)), np.max(stamps - ticks)
     assert log["command_arrivals"].size >= 3 and stamps[0] < log["command_arrivals"][0] < time.time()
 
 

@@ -54,9 +54,10 @@ instead, as it would on the robot. A Quanser board's state is stamped when it wa
 
 Answers. /diagnostics reports the commands received per joint state published since the last
 report. With the parameter ``timing_log`` set to a path, the driver writes there on shutdown when
-each joint state was stamped and each command arrived (:mod:`hexapod_control.ros.timing_log`):
-with the robot stack's own log, benchmarks/bench_loop.py finds each command's latency and the tick
-that first applied it.
+each joint state was stamped, when the tick that published it began (and took the commands that
+had arrived), and when each command arrived (:mod:`hexapod_control.ros.timing_log`): with the
+robot stack's own log, benchmarks/bench_loop.py finds each command's latency and the tick that
+first applied it.
 
 What the drive side must do. The controller node is the last place that decides a force: if
 its process dies or is silenced, nothing sends another command and ros2_control's
@@ -237,9 +238,9 @@ class FakeDriverNode(HexapodNode):
         else:
             self.command = self.drive.command
             self.create_service(Trigger, "~/reset", self._on_reset)
-        timing_log = declare_timing_log(self, "state stamps and command arrivals")
+        timing_log = declare_timing_log(self, "tick times, state stamps and command arrivals")
         self.realtime_priority = declare_realtime_priority(self, 0)
-        self.timing_log = TimingLog(timing_log, ("state_stamps", "command_arrivals"))
+        self.timing_log = TimingLog(timing_log, ("tick_times", "state_stamps", "command_arrivals"))
         self.window_states = self.window_commands = 0  # since the last /diagnostics
         if self.drive is None:
             self.plant = EndStopPlant(EmbeddedSimulator(parameters), parameters.limits)
@@ -248,6 +249,7 @@ class FakeDriverNode(HexapodNode):
         self.timing = TickSchedule(self.period, time.monotonic(), round(parameters.safety.diagnostics_period * self.rate))
 
         self._clock_offset = None  # [ns] ROS time - time.monotonic(), for the stamps
+        self._tick_began = math.nan  # system time at which the current tick began
         self._state = JointState()  # reused: publish serialises it at once
         self._state.name = self.joint_names
         self.state_publisher = self.create_publisher(JointState, TOPICS["joint_states"], RELIABLE_QOS)
@@ -296,6 +298,8 @@ class FakeDriverNode(HexapodNode):
 
     # -------------------------------------------------------------- ticks
     def _on_deadline(self, now: float) -> None:
+        if self.timing_log.path:  # the commands that arrived by then are the ones this tick applies
+            self._tick_began = self._ros_time_at(now).nanoseconds * 1e-9
         self._tick(now, self.timing.begin(now) * self.steps_per_tick)
 
     def _tick(self, now: float, steps: int) -> None:
@@ -325,6 +329,7 @@ class FakeDriverNode(HexapodNode):
         stamp = self._ros_time_at(read)
         state.header.stamp = stamp.to_msg()
         self.timing_log.record("state_stamps", stamp.nanoseconds * 1e-9)
+        self.timing_log.record("tick_times", self._tick_began)
         self.window_states += 1
         state.position = positions.tolist()
         state.velocity = velocities.tolist()
