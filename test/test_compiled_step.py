@@ -141,7 +141,8 @@ def nominal(k, twin, plant, stamp, q, qd):
 @pytest.mark.parametrize("controller", ["computed_torque", "double_loop"])
 def test_tracking_with_late_publications_and_effort(controller):
     def scenario(k, twin, plant, stamp, q, qd):
-        answer = twin.state(stamp, stamp, q, qd, efforts=plant.applied_forces if k % 3 else None)
+        received = stamp + plant.dt * (1.3 if k % 7 == 0 else 0.3)  # now and then a period after its stamp
+        answer = twin.state(received, stamp, q, qd, efforts=plant.applied_forces if k % 3 else None)
         twin.published(stamp, stamp + plant.dt * (1.2 if k % 50 == 0 else 0.2))  # now and then a period late
         return answer
 

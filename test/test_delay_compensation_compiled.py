@@ -219,7 +219,7 @@ def test_a_prediction_from_a_far_guess_raises_as_the_numpy_code_does():
     far = np.array(model.kinematics.home_phi) + 0.7
     for controller in (compiled_controller, python_controller):
         with pytest.raises(AssemblyModeJumpError):
-            controller._predict(0.0, q, qd, far, model.parameters.controllers.period)
+            controller._predict(0.0, q, qd, far, model.parameters.controllers.period, controller.delay_periods)
     assert compiled_controller._core.deferred == {("predict", "fk_needs_continuation"): 1}
 
 

@@ -6,7 +6,8 @@ embedded simulator on end stops at ``STOP``), with the loop's timing made by thi
 DDS: a command acts from the first plant step ``1 + extra`` periods after the state it answers,
 ``extra`` drawn at random per command; a lost command never acts; a starved stack answers no state
 for a few periods (it judges them, as a late loop judges superseded ones) while the driver holds
-the last force, or answers only every third or fourth state for good; a late driver tick steps the plant twice for one joint state; a state is stamped
+the last force, or answers only every third or fourth state for good; the stack may answer a
+state one to three periods after its stamp (it received it late); a late driver tick steps the plant twice for one joint state; a state is stamped
 when the driver publishes it, a little after its plant step; the stack may receive its first state
 only while the platform sinks (DDS matched late). The stack's trajectory player holds the measured
 pose until armed: held where the platform was first seen instead, arming ramped from the stops to
@@ -44,6 +45,8 @@ MEASURED_RMS = {
     "starved_20_periods_every_tenth_of_a_second": (2.1e-8, 3.9e-5),
     "answers_every_third_state": (1.4e-8, 4.3e-5),
     "answers_every_fourth_state": (1.5e-8, 5.7e-5),
+    "answered_two_periods_late": (1.3e-8, 2.5e-5),
+    "answered_one_to_three_periods_late": (1.3e-8, 2.5e-5),
     "driver_ticks_late_and_stamps_jittered": (2.8e-7, 2.7e-5),
     "first_state_while_sinking": (1.3e-8, 2.5e-5),
     "all_at_once": (3.0e-7, 2.7e-5),
@@ -55,14 +58,15 @@ MODEL = HexapodModel(PARAMETERS)
 
 
 def run(controller: str, delays=(0,), lost: float = 0.0, starved_every: int = 0, starved_for: int = 0,
-        overrun: float = 0.0, stamp_jitter: float = 0.0, first_state: int = 0, seed: int = 1):
+        overrun: float = 0.0, stamp_jitter: float = 0.0, first_state: int = 0, answered_late=(0,), seed: int = 1):
     """Peak actuator speed after arming [m/s], the tracking RMS [m], and the last decision.
 
     ``overrun``: the chance that a driver tick comes a period late and steps the plant twice under
     the force it holds (one joint state for both); ``stamp_jitter`` [s]: states are stamped up to
     that much after their plant step, when the driver gets to publish them; ``first_state``: the
     plant step of the first joint state the stack receives (DDS matched late: the platform is
-    sinking by then)."""
+    sinking by then); ``answered_late``: the periods after its stamp the stack answers a state,
+    drawn per state (it received the state late), which its command then acts later by."""
     limits = PARAMETERS.limits.model_copy(update={"actuator_position_max": STOP})
     plant = EndStopPlant(EmbeddedSimulator(PARAMETERS.model_copy(update={"limits": limits})), limits)
     loop = ControlLoop(MODEL, controller, "simulated_plant")
@@ -89,7 +93,8 @@ def run(controller: str, delays=(0,), lost: float = 0.0, starved_every: int = 0,
         elif after > 0 and starved_every and after % starved_every < starved_for:
             loop.judge(t, t, loop.joint_names, q, qd)  # not answered: the stack has no CPU
         else:
-            record = loop.joint_state(t, t, loop.joint_names, q, qd, efforts=applied,
+            late = int(rng.choice(answered_late))
+            record = loop.joint_state(t + late * dt, t, loop.joint_names, q, qd, efforts=applied,
                                       reference_source=reference_for if after >= 0 else None)
             if record.pose is not None:  # as the robot stack: the hold follows the platform until armed
                 player.measured(record.pose, t, follow=loop.supervisor.state != SupervisorState.ARMED)
@@ -97,7 +102,7 @@ def run(controller: str, delays=(0,), lost: float = 0.0, starved_every: int = 0,
                 accepted, message = loop.arm(t)
                 assert accepted, message
                 player.start(t)
-            extra = int(rng.choice(delays))
+            extra = late + int(rng.choice(delays))
             loop.published(t, t + (extra + 0.5) * dt)
             if not rng.random() < lost:
                 in_flight.append((k + 1 + extra, record.forces.copy()))
@@ -128,6 +133,11 @@ CASES = {
     # (controllers.py, "Feedback over the hold").
     "answers_every_third_state": dict(starved_every=3, starved_for=2),
     "answers_every_fourth_state": dict(starved_every=4, starved_for=3),
+    # The stack receives each state late and says so (ControlLoop.joint_state's now): its command
+    # acts that much later. Predicting only the estimated delay ahead, both controllers overspeeded
+    # (delay_compensation.py, the command being computed).
+    "answered_two_periods_late": dict(answered_late=(2,)),
+    "answered_one_to_three_periods_late": dict(answered_late=(1, 2, 3)),
     "driver_ticks_late_and_stamps_jittered": dict(overrun=0.05, stamp_jitter=3e-4),
     "first_state_while_sinking": dict(delays=(0, 1), first_state=150),
     "all_at_once": dict(delays=(0, 1, 2), lost=0.01, starved_every=500, starved_for=5, overrun=0.05,

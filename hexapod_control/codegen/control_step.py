@@ -62,6 +62,7 @@ STEP_SETTINGS = (
     ("stamp_tolerance", 1),  # delay_compensation.py STAMP_TOLERANCE [periods]
     ("estimate", 1),  # 1: the delay estimator runs
     ("max_delay_periods", 1),
+    ("longest_delay", 1),  # DelayCompensatedController._longest: forces kept in flight [periods]
     ("estimator_time_constant", 1),  # [s]
     ("switch_ratio", 1),  # DelayEstimator.SWITCH_RATIO
     ("double_loop", 1),  # 1: the wrapped law is the double loop, 0: computed torque
@@ -440,13 +441,16 @@ int hexapod_step_command(const double *inputs, double *memory, const double *set
         }
     }
     const int delay = (int)work[MEMORY_DELAY_PERIODS], length = (int)settings[STEP_FLIGHT_LENGTH];
-    const double horizon = delay * period, tolerance = settings[STEP_STAMP_TOLERANCE];
+    /* DelayCompensatedController._age_periods: the periods the state is old when answered */
+    const double age = fmin(fmax(floor((inputs[INPUT_NOW] - t) / period), 0.0), settings[STEP_LONGEST_DELAY] - delay);
+    const int steps_ahead = delay + (int)age;
+    const double horizon = steps_ahead * period, tolerance = settings[STEP_STAMP_TOLERANCE];
     double in_flight[6 * FLIGHT_CAPACITY], predicted[PREDICTED_SIZE];
-    for (int step = 0; step < delay; ++step) {
+    for (int step = 0; step < steps_ahead; ++step) {
         memcpy(in_flight + 6 * step, step_in_flight(work + MEMORY_SENT, length, t + step * period, period, delay, tolerance),
                6 * sizeof(double));
     }
-    cycle_status = hexapod_predict(q, qd, phi, in_flight, delay, period, drives, cycle_settings, parameters, predicted);
+    cycle_status = hexapod_predict(q, qd, phi, in_flight, steps_ahead, period, drives, cycle_settings, parameters, predicted);
     if (cycle_status != STATUS_OK) {
         out[OUTPUT_CYCLE_STATUS] = cycle_status;
         return STEP_STATUS_PREDICT;

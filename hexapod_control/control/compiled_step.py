@@ -201,6 +201,7 @@ class CompiledStep:
             "stamp_tolerance": STAMP_TOLERANCE,
             "estimate": float(estimator is not None),
             "max_delay_periods": estimator.max_periods if estimator is not None else 0,
+            "longest_delay": controller._longest,
             "estimator_time_constant": estimator.time_constant if estimator is not None else math.nan,
             "switch_ratio": DelayEstimator.SWITCH_RATIO,
             "double_loop": float(self._double_loop),

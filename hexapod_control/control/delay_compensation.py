@@ -30,7 +30,12 @@ its state's stamp + (d + l) h, where l is how many whole periods after that stam
 published (:meth:`published`: a loop that falls behind publishes late, and the drives take the
 command one or more periods later; l = 0 when the caller does not say). Of the commands that
 have begun to act, the one published last acts, as the effort controller keeps the last it got;
-before any command the drives hold zero.
+before any command the drives hold zero. The command being computed is late too when its state
+was: a caller that says when it answers (:meth:`answering`, the stamps' clock) has the prediction
+carried a further a = floor((answered - t_k) / h) periods, to t_k + (d + a) h, where that command
+can act at the earliest (the forces in flight keep their own delays; d + a at most the longest
+delay the controller keeps forces for). Without it a stack answering two periods late left the
+double loop uncompensated for those periods, and it rang into an overspeed.
 
 Delay estimation (``estimate``, :class:`DelayEstimator`). The delay need not be known: the
 motion says it. Over each period the measured velocity change, pushed through the model's inverse
@@ -139,6 +144,7 @@ class DelayCompensatedController:
         self._last_measurement: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None  # t, q, q_d, phi
         self.prediction: tuple[np.ndarray, np.ndarray] | None = None  # (q, q_d) of the last update
         self._longest = longest  # the forces in flight the compiled core makes room for
+        self._answering: float | None = None  # when the next update's state is answered (answering())
         self.select_core()
 
     # -------------------------------------------------------------- interface
@@ -175,10 +181,11 @@ class DelayCompensatedController:
                 return self._record(t, self.controller.update(t, q, qd, reference))  # fails the same way
         if self.estimator is not None:
             self._estimate(t, q, qd, fk.phi, period)
-        horizon = self.delay_periods * period
+        steps_ahead = self.delay_periods + self._age_periods(t, period)
+        horizon = steps_ahead * period
         note = ""
         try:
-            q_ahead, qd_ahead = self._predict(t, q, qd, fk.phi, period)
+            q_ahead, qd_ahead = self._predict(t, q, qd, fk.phi, period, steps_ahead)
             self.prediction = (q_ahead, qd_ahead)
             ahead = extrapolated_reference(reference, horizon)
         except (HexapodError, AttributeError, TypeError, ValueError) as error:
@@ -204,6 +211,10 @@ class DelayCompensatedController:
         if self._sent and self._sent[-1][0] == t:
             self._sent.pop()
         self._sent.append((t, forces, 0))
+
+    def answering(self, when: float) -> None:
+        """The next update's state is answered at ``when`` (same clock as the stamps): module doc."""
+        self._answering = when
 
     def published(self, t: float, when: float) -> None:
         """The command answering the state stamped ``t`` went out at ``when`` (same clock as the stamps)."""
@@ -242,6 +253,14 @@ class DelayCompensatedController:
         self._stamps.add(t)
         return self._stamps.median(self.nominal_period)
 
+    def _age_periods(self, t: float, period: float) -> int:
+        """Whole periods between the stamp ``t`` and the answer (:meth:`answering`, taken once), so
+        that d + a stays within the forces kept in flight; 0 when the caller did not say."""
+        when, self._answering = self._answering, None
+        if when is None or not math.isfinite(when):
+            return 0
+        return min(max(math.floor((when - t) / period), 0), self._longest - self.delay_periods)
+
     def _in_flight(self, t: float, period: float, delay_periods: int) -> np.ndarray:
         """The command acting at time t: the last one published of those that act from (stamp + (d + l) h)
         at or before t (zero before any)."""
@@ -268,15 +287,15 @@ class DelayCompensatedController:
         candidates = [self._in_flight(t0, period, delay) for delay in range(self.estimator.max_periods + 1)]
         self.delay_periods = self.estimator.update(applied, candidates, period)
 
-    def _predict(self, t: float, q, qd, phi, period: float) -> tuple[np.ndarray, np.ndarray]:
-        """(q, q_d) at t + d h: d semi-implicit Euler steps under the forces in flight."""
+    def _predict(self, t: float, q, qd, phi, period: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
+        """(q, q_d) at t + ``steps`` h: semi-implicit Euler steps under the forces in flight."""
         if self._core is not None:
-            in_flight = [self._in_flight(t + step * period, period, self.delay_periods) for step in range(self.delay_periods)]
+            in_flight = [self._in_flight(t + step * period, period, self.delay_periods) for step in range(steps)]
             predicted = self._core.predict(q, qd, phi, in_flight, period)
             if predicted is not None:
                 return predicted
         model = self.model
-        for step in range(self.delay_periods):
+        for step in range(steps):
             forces = self._in_flight(t + step * period, period, self.delay_periods)
             if self._drives.rigid:
                 acceleration = model.forward_dynamics(q, qd, forces, phi=phi)

@@ -879,7 +879,7 @@ int hexapod_predict(const double *q, const double *qd, const double *phi, const 
 }
 
 /* Layouts of the whole step's arrays (read by compiled_step.py), and their offsets. */
-const char hexapod_step_settings[] = "max_future_stamp[1] max_feedback_age[1] plausible_position_margin[1] plausible_speed_factor[1] plausible_step_margin[1] reference_timeout[1] max_saturation_time[1] frozen_feedback_time[1] position_min[1] position_max[1] min_slider_separation[1] speed_max[1] force_limit[1] rate_min[1] rate_max[1] rate_tolerance[1] rate_known_spacings[1] rate_window[1] period_window[1] nominal_period[1] flight_length[1] stamp_tolerance[1] estimate[1] max_delay_periods[1] estimator_time_constant[1] switch_ratio[1] double_loop[1] law_period[1] longest_period[1]";
+const char hexapod_step_settings[] = "max_future_stamp[1] max_feedback_age[1] plausible_position_margin[1] plausible_speed_factor[1] plausible_step_margin[1] reference_timeout[1] max_saturation_time[1] frozen_feedback_time[1] position_min[1] position_max[1] min_slider_separation[1] speed_max[1] force_limit[1] rate_min[1] rate_max[1] rate_tolerance[1] rate_known_spacings[1] rate_window[1] period_window[1] nominal_period[1] flight_length[1] stamp_tolerance[1] estimate[1] max_delay_periods[1] longest_delay[1] estimator_time_constant[1] switch_ratio[1] double_loop[1] law_period[1] longest_period[1]";
 const char hexapod_step_memory[] = "last_stamp[1] last_valid[1] last_valid_stamp[1] last_valid_q[6] last_valid_qd[6] rate[203] saturated_since[1] frozen_since[1] frozen_force_sum[6] frozen_commands[1] period[33] sent[130] effort_stamp[1] effort[6] measurement[1] measurement_t[1] measurement_q[6] measurement_qd[6] measurement_phi[3] misfits[16] delay_periods[1] estimate_changes[1] prediction[1] prediction_q[6] prediction_qd[6] measured_state[24] law_state[24] updated_at[1]";
 const char hexapod_step_inputs[] = "now[1] stamp[1] q[6] qd[6] effort_given[1] effort[6] reference[18] reference_received[1]";
 const char hexapod_step_outputs[] = "forces[6] saturated[6] pose[6] pose_error[6] position_error_norm[1] orientation_error_norm[1] law_status[1] jacobian_conditioning[1] constraint_conditioning[1] fk_iterations[1] fk_residual[1] joint_command[6] velocity_error[6] phi[3] cycle_status[1]";
@@ -911,12 +911,13 @@ const char hexapod_step_statuses[] = "taken repeated control invalid stale state
 #define STEP_STAMP_TOLERANCE 21
 #define STEP_ESTIMATE 22
 #define STEP_MAX_DELAY_PERIODS 23
-#define STEP_ESTIMATOR_TIME_CONSTANT 24
-#define STEP_SWITCH_RATIO 25
-#define STEP_DOUBLE_LOOP 26
-#define STEP_LAW_PERIOD 27
-#define STEP_LONGEST_PERIOD 28
-#define STEP_SIZE 29
+#define STEP_LONGEST_DELAY 24
+#define STEP_ESTIMATOR_TIME_CONSTANT 25
+#define STEP_SWITCH_RATIO 26
+#define STEP_DOUBLE_LOOP 27
+#define STEP_LAW_PERIOD 28
+#define STEP_LONGEST_PERIOD 29
+#define STEP_SIZE 30
 #define MEMORY_LAST_STAMP 0
 #define MEMORY_LAST_VALID 1
 #define MEMORY_LAST_VALID_STAMP 2
@@ -1279,13 +1280,16 @@ int hexapod_step_command(const double *inputs, double *memory, const double *set
         }
     }
     const int delay = (int)work[MEMORY_DELAY_PERIODS], length = (int)settings[STEP_FLIGHT_LENGTH];
-    const double horizon = delay * period, tolerance = settings[STEP_STAMP_TOLERANCE];
+    /* DelayCompensatedController._age_periods: the periods the state is old when answered */
+    const double age = fmin(fmax(floor((inputs[INPUT_NOW] - t) / period), 0.0), settings[STEP_LONGEST_DELAY] - delay);
+    const int steps_ahead = delay + (int)age;
+    const double horizon = steps_ahead * period, tolerance = settings[STEP_STAMP_TOLERANCE];
     double in_flight[6 * FLIGHT_CAPACITY], predicted[PREDICTED_SIZE];
-    for (int step = 0; step < delay; ++step) {
+    for (int step = 0; step < steps_ahead; ++step) {
         memcpy(in_flight + 6 * step, step_in_flight(work + MEMORY_SENT, length, t + step * period, period, delay, tolerance),
                6 * sizeof(double));
     }
-    cycle_status = hexapod_predict(q, qd, phi, in_flight, delay, period, drives, cycle_settings, parameters, predicted);
+    cycle_status = hexapod_predict(q, qd, phi, in_flight, steps_ahead, period, drives, cycle_settings, parameters, predicted);
     if (cycle_status != STATUS_OK) {
         out[OUTPUT_CYCLE_STATUS] = cycle_status;
         return STEP_STATUS_PREDICT;
