@@ -165,6 +165,7 @@ class DelayCompensatedController:
         self.predicted_state.reset()
 
     def update(self, t: float, q, qd, reference: Reference):
+        answered, self._answering = self._answering, None  # for this update only
         try:
             t, q, qd = float(t), np.array(q, dtype=float), np.array(qd, dtype=float)
             valid = math.isfinite(t) and q.shape == qd.shape == (6,) and np.all(np.isfinite(q)) and np.all(np.isfinite(qd))
@@ -181,7 +182,7 @@ class DelayCompensatedController:
                 return self._record(t, self.controller.update(t, q, qd, reference))  # fails the same way
         if self.estimator is not None:
             self._estimate(t, q, qd, fk.phi, period)
-        steps_ahead = self.delay_periods + self._age_periods(t, period)
+        steps_ahead = self.delay_periods + self._age_periods(t, period, answered)
         horizon = steps_ahead * period
         note = ""
         try:
@@ -253,10 +254,9 @@ class DelayCompensatedController:
         self._stamps.add(t)
         return self._stamps.median(self.nominal_period)
 
-    def _age_periods(self, t: float, period: float) -> int:
-        """Whole periods between the stamp ``t`` and the answer (:meth:`answering`, taken once), so
-        that d + a stays within the forces kept in flight; 0 when the caller did not say."""
-        when, self._answering = self._answering, None
+    def _age_periods(self, t: float, period: float, when: float | None) -> int:
+        """Whole periods between the stamp ``t`` and the answer at ``when`` (:meth:`answering`), at
+        most what keeps d + a within the forces kept in flight; 0 when the caller did not say."""
         if when is None or not math.isfinite(when):
             return 0
         return min(max(math.floor((when - t) / period), 0), self._longest - self.delay_periods)
