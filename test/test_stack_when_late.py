@@ -219,3 +219,63 @@ def test_on_the_simulated_board_the_move_from_the_stops_stays_within_its_speed()
     designed = PARAMETERS.trajectories.move.speed_fraction * PARAMETERS.limits.actuator_speed_max
     assert loop.last_decision.action == Action.CONTROL, loop.last_decision.reason
     assert peak <= PEAK_MARGIN * designed, f"peak actuator speed {peak:.4g} m/s against the move's {designed:.4g}"
+
+
+SINKING_M_S = 0.05  # [m/s] disarmed during the trajectory, some slider sinks at least this fast: re-arm
+REARMED_STEPS = 1500  # watched after re-arming: the ramp back and the trajectory after it
+
+
+@pytest.mark.parametrize("controller", ["computed_torque", "double_loop"])
+def test_rearming_while_the_platform_sinks_stays_within_the_speed_limit(controller):
+    """The operator's path after a fault, on the fake driver's plant: disarmed during the trajectory
+    the platform sinks under zero force; armed again while it moves, the loop ramps from the
+    measured pose and no slider exceeds the speed limit. (test_loop_over_dds.py runs the same path
+    over DDS, where this machine's stalls can fault it for other reasons.)"""
+    limits = PARAMETERS.limits.model_copy(update={"actuator_position_max": STOP})
+    plant = EndStopPlant(EmbeddedSimulator(PARAMETERS.model_copy(update={"limits": limits})), limits)
+    loop = ControlLoop(MODEL, controller, "simulated_plant")
+    player = TrajectoryPlayer(MODEL, "operational_space")
+    dt = 1.0 / PARAMETERS.controllers.rate
+    applied = np.zeros(6)
+
+    def reference_for(stamp):
+        reference, _ = player.sample(stamp)
+        if reference is not None:
+            loop.validated_reference(stamp, reference)
+
+    def step(k):
+        nonlocal applied
+        t = 1.0 + k * dt
+        record = loop.joint_state(t, t, loop.joint_names, plant.joint_positions(), plant.joint_velocities(),
+                                  efforts=applied, reference_source=reference_for)
+        if record.pose is not None:
+            player.measured(record.pose, t, follow=loop.supervisor.state != SupervisorState.ARMED)
+        loop.published(t, t + 0.5 * dt)
+        applied = record.forces.copy()  # acts from the next plant step
+        plant.advance(applied, 1)
+        return t
+
+    k = 0
+    while k < REST_STEPS:
+        step(k)
+        k += 1
+    t = 1.0 + k * dt
+    assert loop.arm(t)[0]
+    player.start(t)
+    for _ in range(TRACKED_FROM):
+        step(k)
+        k += 1
+    loop.disarm()
+    while np.max(np.abs(plant.joint_velocities())) < SINKING_M_S:
+        step(k)
+        k += 1
+    accepted, message = loop.arm(1.0 + k * dt)
+    assert accepted and "ramp" in message
+    peak = 0.0
+    for _ in range(REARMED_STEPS):
+        step(k)
+        k += 1
+        peak = max(peak, float(np.max(np.abs(plant.joint_velocities()))))
+    assert loop.last_decision.action == Action.CONTROL, loop.last_decision.reason
+    print(f"{controller}: peak {peak:.4g} m/s after re-arming")
+    assert peak <= PARAMETERS.limits.actuator_speed_max, f"peak actuator speed {peak:.4g} m/s after re-arming"
