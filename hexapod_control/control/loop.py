@@ -212,19 +212,22 @@ class ControlLoop:
             return None
         if intake == Intake.TAKEN:
             return self._answer(now, stamp, names, reference_source, efforts, compiled=False)
-        decision = self._command(now)
+        decision = self._command(now, stamp)
         self.last_decision = decision
-        if isinstance(self.controller, DelayCompensatedController):
-            self.controller.commanded(stamp, decision.forces)  # in flight, whoever decided them
         nan = np.full(6, np.nan)
         return StepRecord(stamp, nan, nan, None, decision, self.diagnostic(now), self.supervisor.last_error)
 
-    def _command(self, now: float):
-        """The supervisor's decision at ``now``; a delay-compensated controller is told that its state is
-        answered then, so that its prediction covers the periods the state is already old."""
-        if isinstance(self.controller, DelayCompensatedController):
+    def _command(self, now: float, stamp: float):
+        """The supervisor's decision at ``now`` for the state stamped ``stamp``. A delay-compensated
+        controller is told that the state is answered then, so that its prediction covers the periods
+        the state is already old, and the forces decided are its command in flight, whoever decided them."""
+        compensated = isinstance(self.controller, DelayCompensatedController)
+        if compensated:
             self.controller.answering(now)
-        return self.supervisor.command(now, self.controller.update)
+        decision = self.supervisor.command(now, self.controller.update)
+        if compensated:
+            self.controller.commanded(stamp, decision.forces)
+        return decision
 
     def _answer(self, now: float, stamp: float, names, reference_source: ReferenceSource | None, efforts,
                 compiled: bool) -> StepRecord:
@@ -254,9 +257,7 @@ class ControlLoop:
             if self.arm_on_start:
                 self.arm_on_start = False  # once: a later fault must be re-armed by the operator
                 self.last_arm = supervisor.arm(now, self.controller.reset, hold_until_rate_known=True)
-            decision = self._command(now)
-            if isinstance(self.controller, DelayCompensatedController):
-                self.controller.commanded(stamp, decision.forces)  # in flight, whoever decided them
+            decision = self._command(now, stamp)
         self.last_decision = decision
         pose = None
         if finished_in_c:
