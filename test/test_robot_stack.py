@@ -266,6 +266,20 @@ def test_a_bad_state_followed_at_once_by_a_good_one_is_judged(context, executor,
     assert node.supervisor.invalid_joint_states == 1
 
 
+def test_bytes_that_are_no_joint_state_count_as_invalid_and_the_loop_goes_on(context, executor, own_loops):
+    """The stack takes its joint states serialized (ros/wire.py): bytes that do not deserialize as a
+    JointState are an invalid state (counted; latched when armed), not an exception in the loop."""
+    node, driver, own_loop = wait_set_stack(context, executor, own_loops)
+    answered_states(driver, executor, 3)
+    driver.publisher.publish(b"\x00\x01\x00\x00" + b"\xff" * 40)  # a CDR header, then no JointState
+    spin_until(executor, lambda: node.supervisor.invalid_joint_states == 1, DELIVERY_TIMEOUT_S, "the rejection")
+    assert "not decodable" in node.supervisor.last_error
+    before = len(driver.commands)
+    answered_states(driver, executor, 3)
+    own_loop.stop()
+    assert len(driver.commands) >= before + 3 and node.supervisor.invalid_joint_states == 1
+
+
 def test_a_flood_of_requests_delays_no_answer(context, executor, own_loops):
     """~/start and ~/stop called without waiting, many times per joint state: every state is still
     answered before the next is sent. Requests beyond the service queue's depth are dropped by DDS;

@@ -334,6 +334,11 @@ class ControlLoop:
         if self._compiled_intake(now, stamp, names, positions, velocities, steady) is None:
             self.supervisor.joint_state(now, stamp, names, positions, velocities, steady)
 
+    def malformed_joint_state(self, now: float, error: str) -> None:
+        """A joint state whose bytes could not be decoded: judged invalid (safety.py), never answered."""
+        self.synchronize()
+        self.supervisor.malformed_joint_state(now, error)
+
     # -------------------------------------------------------------- operator
     def arm(self, now: float) -> tuple[bool, str]:
         self.synchronize()

@@ -17,7 +17,8 @@ Safe-behaviour rule (one action per situation, the first row that applies):
 situation                                                                 action    latches
 ========================================================================  ========  ===========
 disarmed                                                                  ZERO      -
-joint state invalid: more than ``max_joint_state_names`` names, wrong
+joint state invalid: not decodable as a JointState, more than
+``max_joint_state_names`` names, wrong
 length, missing or duplicate joint name, NaN/inf, stamp not finite or
 more than ``max_future_stamp`` ahead of the clock; or impossible: a
 position beyond the travel, or a slider pair closer than
@@ -359,6 +360,12 @@ class SafetySupervisor:
         self.joint_state_period.add(stamp)
         self.feedback = self._last_valid = Feedback(stamp=stamp, received=now, q=q, qd=qd)
         return Intake.TAKEN
+
+    def malformed_joint_state(self, now: float, error: str) -> Intake:
+        """A joint state that arrived but cannot be decoded (its bytes are no JointState): invalid,
+        like one of the wrong length; it has no stamp, so it is never answered."""
+        self.last_feedback_time = now
+        return self._reject(f"invalid joint state: not decodable: {error}")
 
     def reference_point(self, now: float, stamp: float, point: ReferencePoint | None, error: str = "") -> bool:
         """Take a reference (or the conversion error of a malformed message); returns validity.

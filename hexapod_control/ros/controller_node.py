@@ -74,6 +74,7 @@ from hexapod_control.ros.common import (
     seconds,
 )
 from hexapod_control.ros.conventions import TOPICS, check_frame, time_from_stamp
+from hexapod_control.ros.wire import JointStateFields
 
 NODE_NAME = "hexapod_controller"
 
@@ -129,11 +130,14 @@ class ControllerNode(HexapodNode):
 
     # -------------------------------------------------------------- inputs
     def _on_joint_state(self, message: JointState) -> None:
-        now, stamp = seconds(self), time_from_stamp(message.header.stamp)
+        self._answer_joint_state(JointStateFields.of(message))
+
+    def _answer_joint_state(self, state: JointStateFields) -> None:
+        now, stamp = seconds(self), state.stamp
         arming_on_start = self.control.arm_on_start
-        record = self.control.joint_state(now, stamp, message.name, message.position, message.velocity,
+        record = self.control.joint_state(now, stamp, state.names, state.positions, state.velocities,
                                           steady=time.monotonic(), reference_source=self.reference_source,
-                                          efforts=message.effort)
+                                          efforts=state.efforts)
         if record is None:
             return  # a copy (e.g. a lockstep simulator's resend) or out of order: answered already
         if record.error:
@@ -147,11 +151,10 @@ class ControllerNode(HexapodNode):
             self._publish_status(now, record.diagnostic)
         self._after_joint_state(stamp, record)
 
-    def _judge_joint_state(self, message: JointState) -> None:
+    def _judge_joint_state(self, state: JointStateFields) -> None:
         """Validate a state that will not be answered (a newer one waits): safety.py judges every one."""
-        self.control.judge(seconds(self), time_from_stamp(message.header.stamp), message.name, message.position,
-                           message.velocity, steady=time.monotonic())
-
+        self.control.judge(seconds(self), state.stamp, state.names, state.positions, state.velocities,
+                           steady=time.monotonic())
 
     def _after_joint_state(self, stamp: float, record) -> None:
         """Hook of the one-process stack: its decimated outputs."""

@@ -50,6 +50,8 @@ import time
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.experimental import EventsExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
@@ -78,6 +80,7 @@ from hexapod_control.ros.controller_node import ControllerNode
 from hexapod_control.ros.conventions import TOPICS, check_frame, reference_point_from_euler
 from hexapod_control.ros.timing_log import LatencyWindow, TimingLog
 from hexapod_control.ros.wait_set_loop import WaitSetLoop
+from hexapod_control.ros.wire import JointStateFields, JointStateWire
 
 NODE_NAME = "hexapod_robot_stack"
 DEFAULT_PUBLISH_RATE_HZ = 50.0  # decimated outputs: enough for RViz and plots, negligible CPU
@@ -134,9 +137,10 @@ class RobotStackNode(ControllerNode):
             return
         self.watchdog_period = watchdog_period
         self._next_watchdog = time.monotonic() + watchdog_period
+        self.wire = JointStateWire(self.names.joint_names)
         self.loop = WaitSetLoop(self, JointState, TOPICS["joint_states"], RELIABLE_QOS, self._on_joint_states,
                                 lambda: self._next_watchdog, self._on_watchdogs, SERVICE_POLL_PERIOD_S,
-                                SERVICE_POLL_BUDGET_S)
+                                SERVICE_POLL_BUDGET_S, raw=True)
 
     def spin(self, executor) -> None:
         use_realtime_priority(self, self.realtime_priority)
@@ -156,11 +160,29 @@ class RobotStackNode(ControllerNode):
             executor.spin()
 
     # -------------------------------------------------------------- hot path
-    def _on_joint_states(self, messages: list[JointState]) -> None:
+    def _on_joint_states(self, messages: list[bytes]) -> None:
+        """The serialized joint states taken at one wake: the newest answered, the others judged."""
         self.superseded_joint_states += len(messages) - 1
         for message in messages[:-1]:
-            self._judge_joint_state(message)
-        self._on_joint_state(messages[-1])
+            fields = self._fields(message)
+            if fields is not None:
+                self._judge_joint_state(fields)
+        fields = self._fields(messages[-1])
+        if fields is not None:
+            self._answer_joint_state(fields)
+
+    def _fields(self, data: bytes) -> JointStateFields | None:
+        """Read at the layout's offsets (ros/wire.py), or deserialized in full when it has none; None
+        for bytes that are no JointState (judged invalid: safety.py)."""
+        fields = self.wire.read(data)
+        if fields is not None:
+            return fields
+        try:
+            return JointStateFields.of(deserialize_message(data, JointState))
+        except _rclpy.RMWError as error:
+            self.control.malformed_joint_state(seconds(self), str(error))
+            self.get_logger().error(self.supervisor.last_error, throttle_duration_sec=1.0)
+            return None
 
     def _on_watchdogs(self, now: float) -> None:
         self._next_watchdog = now + self.watchdog_period

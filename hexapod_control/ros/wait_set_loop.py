@@ -54,16 +54,17 @@ class WaitSetLoop:
     gets every message taken at one wake, oldest first (more than one when the loop fell behind);
     ``deadline()`` is the next monotonic time ``on_deadline(now)`` is due. ``poll_period`` [s]:
     how often the executor's ready callbacks are run; ``poll_budget`` [s]: after how long a poll
-    starts no further callback (by default it runs every one that is ready).
+    starts no further callback (by default it runs every one that is ready); ``raw``: the messages
+    are taken serialized (bytes), for an owner that reads them itself (ros/wire.py).
     """
 
     def __init__(self, node, message_type, topic: str, qos, on_messages: Callable[[list], None],
                  deadline: Callable[[], float], on_deadline: Callable[[float], None], poll_period: float,
-                 poll_budget: float = math.inf):
+                 poll_budget: float = math.inf, raw: bool = False):
         self.node = node
         # The executor never runs this callback (OwnLoopGroup); rclpy requires one.
         self.subscription = node.create_subscription(message_type, topic, lambda message: on_messages([message]), qos,
-                                                     callback_group=OwnLoopGroup())
+                                                     callback_group=OwnLoopGroup(), raw=raw)
         self.on_messages = on_messages
         self.deadline = deadline
         self.on_deadline = on_deadline

@@ -1,0 +1,121 @@
+"""The hot path's joint states read from their serialized bytes, without building rclpy message objects.
+
+Why. In the 1 kHz loop, rclpy's conversion of each JointState into a Python object (a list of
+name strings, three arrays, a header) costs several times what reading its numbers does
+(doc/benchmarks.md). A driver sends the same joint names in the same order every
+time, so its messages keep one byte layout: the numbers sit at fixed offsets
+(:mod:`hexapod_control.bags.cdr`). :class:`JointStateWire` learns that layout from the first
+message whose names are the robot's joints, checks the layout-fixing bytes of every later message
+against it (a few slice comparisons), and reads the stamp and the numbers with ``struct``. Any
+other message (other names or order, a missing field, another size, bytes that differ) is not
+read here: the caller deserializes it in full and the usual validation judges it, so the fast path
+never widens what is accepted.
+
+Pure Python: nothing here imports rclpy.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple, Sequence
+
+from hexapod_control.bags.cdr import CDR_LITTLE_ENDIAN, ENCAPSULATION, Layout, joint_state_layout
+from hexapod_control.ros.conventions import time_from_stamp
+
+# A JointState of six joints with a short frame_id is a few hundred bytes; one this large is not
+# walked for a layout (a message naming thousands of joints goes to the full decoder and is refused).
+MAX_LAYOUT_BYTES = 2048
+# Layouts kept: a driver has one; another frame_id or an effort field that comes and goes adds one.
+MAX_LAYOUTS = 4
+_TIME = struct.Struct("<iI")
+
+
+class JointStateFields(NamedTuple):
+    """What the loop reads of a sensor_msgs/JointState: the header stamp [s] and the four fields."""
+
+    stamp: float
+    names: Sequence[str]
+    positions: Sequence[float]
+    velocities: Sequence[float]
+    efforts: Sequence[float]
+
+    @classmethod
+    def of(cls, message) -> JointStateFields:
+        """The fields of a deserialized message (its arrays as they are, not copied)."""
+        return cls(time_from_stamp(message.header.stamp), message.name, message.position, message.velocity,
+                   message.effort)
+
+
+class _Shape:
+    """One learned layout: its size, the runs of layout-fixing bytes, where the numbers are."""
+
+    def __init__(self, data: bytes, layout: Layout, joints: int):
+        self.size = layout.size
+        self.runs = _runs(data, layout)
+        self.stamp = layout.times["stamp"]
+        self.numbers = {name: struct.Struct(f"<{count}d").unpack_from if count else None
+                        for name, (_, count) in layout.float64.items()}
+        self.offsets = {name: offset for name, (offset, _) in layout.float64.items()}
+        self.joints = joints
+
+    def fits(self, data: bytes) -> bool:
+        return len(data) == self.size and all(data[start:stop] == expected for start, stop, expected in self.runs)
+
+
+def _runs(data: bytes, layout: Layout) -> list[tuple[int, int, bytes]]:
+    """The layout-fixing byte positions of ``layout`` as contiguous runs with the bytes ``data`` has there."""
+    runs: list[tuple[int, int, bytes]] = []
+    start = previous = None
+    for position in layout.structure.tolist():
+        if start is not None and position == previous + 1:
+            previous = position
+            continue
+        if start is not None:
+            runs.append((start, previous + 1, data[start : previous + 1]))
+        start = previous = position
+    if start is not None:
+        runs.append((start, previous + 1, data[start : previous + 1]))
+    return runs
+
+
+class JointStateWire:
+    """Reads serialized JointStates of the robot's joints, in the robot's order, at fixed offsets."""
+
+    def __init__(self, joint_names: Sequence[str]):
+        self.joint_names = tuple(joint_names)
+        self._shapes: list[_Shape] = []
+
+    def read(self, data: bytes) -> JointStateFields | None:
+        """The fields of one serialized message, or None when it has no learned or learnable layout
+        (then deserialize it in full: the caller's validation judges it)."""
+        for shape in self._shapes:
+            if shape.fits(data):
+                return self._fields(shape, data)
+        shape = self._learn(data)
+        return None if shape is None else self._fields(shape, data)
+
+    def _learn(self, data: bytes) -> _Shape | None:
+        if len(self._shapes) >= MAX_LAYOUTS or len(data) > MAX_LAYOUT_BYTES or len(data) < ENCAPSULATION \
+                or data[1] != CDR_LITTLE_ENDIAN:
+            return None
+        try:
+            layout = joint_state_layout(data)
+        except (ValueError, UnicodeDecodeError):
+            return None
+        joints = len(self.joint_names)
+        info = layout.info
+        if (layout.size != len(data) or tuple(info["names"]) != self.joint_names or info["position"] != joints
+                or info["velocity"] != joints or info["effort"] not in (0, joints)):
+            return None
+        shape = _Shape(data, layout, joints)
+        self._shapes.append(shape)
+        return shape
+
+    def _fields(self, shape: _Shape, data: bytes) -> JointStateFields:
+        sec, nanosec = _TIME.unpack_from(data, shape.stamp)
+        numbers, offsets = shape.numbers, shape.offsets
+        effort = numbers["effort"]
+        return JointStateFields(
+            sec + 1e-9 * nanosec, self.joint_names,
+            numbers["position"](data, offsets["position"]), numbers["velocity"](data, offsets["velocity"]),
+            effort(data, offsets["effort"]) if effort is not None else ())
