@@ -10,7 +10,7 @@ from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import JointState
 
 from hexapod_control import load_parameters
-from hexapod_control.ros.wire import MAX_LAYOUTS, JointStateFields, JointStateWire
+from hexapod_control.ros.wire import MAX_LAYOUTS, JointStateFields, JointStateWire, JointStateWriter
 
 JOINTS = list(load_parameters().ros.joint_names)
 
@@ -100,3 +100,18 @@ def test_non_finite_numbers_are_read_as_they_are():
     message.position[3] = math.nan
     fields = wire.read(serialize_message(message))
     assert math.isnan(fields.positions[3])
+
+
+def test_the_writers_messages_are_rclpys_serialization_of_the_same_values():
+    zeros = [0.0] * len(JOINTS)
+    writer = JointStateWriter(serialize_message(JointState(name=JOINTS, position=zeros, velocity=zeros, effort=zeros)))
+    for seed in range(5):
+        message = joint_state(seed=seed, sec=1_795_000_000 + seed, nanosec=999_999_999 - seed)
+        stamp = message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec
+        written = writer.message(stamp, message.position, message.velocity, message.effort)
+        assert written == serialize_message(message)
+
+
+def test_a_writer_needs_every_array_as_long_as_the_names():
+    with pytest.raises(ValueError, match="must each hold 6 values"):
+        JointStateWriter(serialize_message(joint_state(effort=False)))

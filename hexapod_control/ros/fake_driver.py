@@ -97,6 +97,7 @@ from collections import deque
 
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.serialization import serialize_message
 from rclpy.time import Time
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -123,6 +124,7 @@ from hexapod_control.ros.common import (
 from hexapod_control.ros.conventions import TOPICS
 from hexapod_control.ros.timing_log import TimingLog
 from hexapod_control.ros.wait_set_loop import WaitSetLoop
+from hexapod_control.ros.wire import JointStateWriter
 from hexapod_control.simulation.embedded import EmbeddedSimulator
 
 NODE_NAME = "hexapod_fake_driver"
@@ -250,8 +252,9 @@ class FakeDriverNode(HexapodNode):
 
         self._clock_offset = None  # [ns] ROS time - time.monotonic(), for the stamps
         self._tick_began = math.nan  # system time at which the current tick began
-        self._state = JointState()  # reused: publish serialises it at once
-        self._state.name = self.joint_names
+        zeros = [0.0] * len(self.joint_names)
+        self._state_writer = JointStateWriter(serialize_message(JointState(name=self.joint_names, position=zeros,
+                                                                    velocity=zeros, effort=zeros)))
         self.state_publisher = self.create_publisher(JointState, TOPICS["joint_states"], RELIABLE_QOS)
         self.diagnostics = DiagnosticsPublisher(
             self, TOPICS["diagnostics"], f"{self.get_name()}: {STATUS_NAMES[self.board_kind]}",
@@ -325,16 +328,12 @@ class FakeDriverNode(HexapodNode):
 
     def _publish_state(self, positions: np.ndarray, velocities: np.ndarray, efforts: np.ndarray, read: float) -> None:
         """Publish the state read at the monotonic time ``read``, stamped with the ROS time then (module doc, Loop)."""
-        state = self._state
-        stamp = self._ros_time_at(read)
-        state.header.stamp = stamp.to_msg()
-        self.timing_log.record("state_stamps", stamp.nanoseconds * 1e-9)
+        stamp = self._ros_time_at(read).nanoseconds
+        self.timing_log.record("state_stamps", stamp * 1e-9)
         self.timing_log.record("tick_times", self._tick_began)
         self.window_states += 1
-        state.position = positions.tolist()
-        state.velocity = velocities.tolist()
-        state.effort = efforts.tolist()
-        self.state_publisher.publish(state)
+        # Serialized here (ros/wire.py): no message object per tick.
+        self.state_publisher.publish(self._state_writer.message(stamp, positions.tolist(), velocities.tolist(), efforts.tolist()))
 
     def _ros_time_at(self, monotonic: float) -> Time:
         """The ROS time at a past ``time.monotonic()`` instant, through the clocks' offset. The offset

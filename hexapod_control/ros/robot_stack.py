@@ -14,7 +14,8 @@ Hot path    ``/joint_states``: the trajectory is sampled at the state's stamp
             Nothing is logged per cycle.
 Decimated   ``/hexapod/platform_pose`` (the controller's own FK of the state),
             ``/hexapod/platform_twist`` (as the FK node's) and ``/hexapod/reference`` at most
-            ``publish_rate`` Hz; ``/diagnostics`` at once on a change
+            ``publish_rate`` Hz, all three of one state's stamp, sent after the answers to that
+            state and the next two (one each); ``/diagnostics`` at once on a change
             of level or message, else every ``safety.diagnostics_period``.
 Changes     validated when they happen, never per cycle: ``~/start`` and ``~/stop``
             (std_srvs/Trigger), ``~/goal_pose`` (geometry_msgs/PoseStamped in the base frame: a
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from rcl_interfaces.msg import ParameterDescriptor
@@ -114,6 +116,7 @@ class RobotStackNode(ControllerNode):
         self.reference_source = self._reference_for
         self.publish_period = 1.0 / publish_rate
         self._next_publication = -math.inf
+        self._decimated: Iterator[None] = iter(())  # the outputs of the latest publication not yet sent
         self._reference = None
         self.pose_publisher = self.create_publisher(PoseStamped, TOPICS["platform_pose"], RELIABLE_QOS)
         self.twist_publisher = self.create_publisher(TwistStamped, TOPICS["platform_twist"], RELIABLE_QOS)
@@ -222,9 +225,15 @@ class RobotStackNode(ControllerNode):
             self.player.measured(record.pose, stamp, follow=self.supervisor.state != SupervisorState.ARMED)
         if stamp >= self._next_publication:
             self._next_publication = stamp + self.publish_period
-            self._publish_decimated(stamp, record, self._reference)
+            for _ in self._decimated:  # what is left of the previous publication goes out first
+                pass
+            self._decimated = self._decimated_outputs(stamp, record, self._reference)
+        next(self._decimated, None)
 
-    def _publish_decimated(self, stamp: float, record, reference) -> None:
+    def _decimated_outputs(self, stamp: float, record, reference) -> Iterator[None]:
+        """Pose, reference and twist of the state stamped ``stamp``, one per answered state from this
+        one on: together they cost several periods' worth of the loop's spare time, spread they never
+        hold up the answer to the next state."""
         pose = record.pose
         if pose is not None:
             message = PoseStamped()
@@ -234,16 +243,18 @@ class RobotStackNode(ControllerNode):
             p.x, p.y, p.z = (float(v) for v in pose[:3])
             o.x, o.y, o.z, o.w = quaternion_from_euler_zyx(tuple(pose[3:]))
             self.pose_publisher.publish(message)
+            yield
+        if reference is not None:
+            point = reference_point_from_euler(reference.pose, reference.velocity, reference.acceleration)
+            self.reference_publisher.publish(reference_message(stamp, self.names.base_frame, point))
+            yield
+        if pose is not None:
             try:
                 jacobian = self.control.model.analytic_jacobian(record.q, phi=record.phi, state=self.twist_state)
                 rates = jacobian.analytic @ record.qd
             except HexapodError:
-                pass  # as the FK node: no twist where J_A is singular or FK fails (the pose still went out)
-            else:
-                self.twist_publisher.publish(twist_message(message.header.stamp, self.names.base_frame, pose[3:], rates))
-        if reference is not None:
-            point = reference_point_from_euler(reference.pose, reference.velocity, reference.acceleration)
-            self.reference_publisher.publish(reference_message(stamp, self.names.base_frame, point))
+                return  # as the FK node: no twist where J_A is singular or FK fails (the pose still went out)
+            self.twist_publisher.publish(twist_message(message.header.stamp, self.names.base_frame, pose[3:], rates))
 
     # -------------------------------------------------------------- changes
     def _on_start(self, request, response):

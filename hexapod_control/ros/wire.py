@@ -1,4 +1,4 @@
-"""The hot path's joint states read from their serialized bytes, without building rclpy message objects.
+"""The hot path's joint states as serialized bytes, read and written without rclpy message objects.
 
 Why. In the 1 kHz loop, rclpy's conversion of each JointState into a Python object (a list of
 name strings, three arrays, a header) costs several times what reading its numbers does
@@ -9,7 +9,9 @@ message whose names are the robot's joints, checks the layout-fixing bytes of ev
 against it (a few slice comparisons), and reads the stamp and the numbers with ``struct``. Any
 other message (other names or order, a missing field, another size, bytes that differ) is not
 read here: the caller deserializes it in full and the usual validation judges it, so the fast path
-never widens what is accepted.
+never widens what is accepted. :class:`JointStateWriter` is the driver's side: the stamp and the
+numbers written into the bytes of a template message at the same offsets (a test compares its
+messages with rclpy's serialization of the same values).
 
 Pure Python: nothing here imports rclpy.
 """
@@ -28,6 +30,7 @@ MAX_LAYOUT_BYTES = 2048
 # Layouts kept: a driver has one; another frame_id or an effort field that comes and goes adds one.
 MAX_LAYOUTS = 4
 _TIME = struct.Struct("<iI")
+NANOSECONDS = 1_000_000_000
 
 
 class JointStateFields(NamedTuple):
@@ -119,3 +122,28 @@ class JointStateWire:
             sec + 1e-9 * nanosec, self.joint_names,
             numbers["position"](data, offsets["position"]), numbers["velocity"](data, offsets["velocity"]),
             effort(data, offsets["effort"]) if effort is not None else ())
+
+
+class JointStateWriter:
+    """Serialized JointStates of fixed names and frame_id: each one a template's bytes with the
+    stamp and the numbers written in place."""
+
+    def __init__(self, template: bytes):
+        """``template``: a serialized JointState with the names and frame_id to send, and position,
+        velocity and effort each as long as the names."""
+        layout = joint_state_layout(template)
+        joints = len(layout.info["names"])
+        if not layout.info["position"] == layout.info["velocity"] == layout.info["effort"] == joints:
+            raise ValueError(f"the template's position, velocity and effort must each hold {joints} values")
+        self._buffer = bytearray(template)
+        self._stamp = layout.times["stamp"]
+        self._offsets = tuple(layout.float64[name][0] for name in ("position", "velocity", "effort"))
+        self._pack = struct.Struct(f"<{joints}d").pack_into
+
+    def message(self, stamp_nanoseconds: int, positions, velocities, efforts) -> bytes:
+        """The serialized message stamped ``stamp_nanoseconds`` (ROS time) with these values."""
+        buffer, pack = self._buffer, self._pack
+        _TIME.pack_into(buffer, self._stamp, *divmod(stamp_nanoseconds, NANOSECONDS))
+        for offset, values in zip(self._offsets, (positions, velocities, efforts)):
+            pack(buffer, offset, *values)
+        return bytes(buffer)
