@@ -333,7 +333,8 @@ class FakeDriverNode(HexapodNode):
         self.timing_log.record("tick_times", self._tick_began)
         self.window_states += 1
         # Serialized here (ros/wire.py): no message object per tick.
-        self.state_publisher.publish(self._state_writer.message(stamp, positions.tolist(), velocities.tolist(), efforts.tolist()))
+        message = self._state_writer.message(stamp, positions.tolist(), velocities.tolist(), efforts.tolist())
+        self.state_publisher.publish(message)
 
     def _ros_time_at(self, monotonic: float) -> Time:
         """The ROS time at a past ``time.monotonic()`` instant, through the clocks' offset. The offset

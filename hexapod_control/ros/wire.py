@@ -28,6 +28,7 @@ from hexapod_control.ros.conventions import time_from_stamp
 # walked for a layout (a message naming thousands of joints goes to the full decoder and is refused).
 MAX_LAYOUT_BYTES = 2048
 # Layouts kept: a driver has one; another frame_id or an effort field that comes and goes adds one.
+# Beyond these a message is deserialized in full.
 MAX_LAYOUTS = 4
 _TIME = struct.Struct("<iI")
 NANOSECONDS = 1_000_000_000
@@ -50,16 +51,17 @@ class JointStateFields(NamedTuple):
 
 
 class _Shape:
-    """One learned layout: its size, the runs of layout-fixing bytes, where the numbers are."""
+    """One learned layout: its size, the runs of layout-fixing bytes, where the numbers are, and
+    whether it is read here (``readable``: the robot's joints in order) or left to the full decoder."""
 
-    def __init__(self, data: bytes, layout: Layout, joints: int):
+    def __init__(self, data: bytes, layout: Layout, readable: bool):
         self.size = layout.size
         self.runs = _runs(data, layout)
+        self.readable = readable
         self.stamp = layout.times["stamp"]
         self.numbers = {name: struct.Struct(f"<{count}d").unpack_from if count else None
                         for name, (_, count) in layout.float64.items()}
         self.offsets = {name: offset for name, (offset, _) in layout.float64.items()}
-        self.joints = joints
 
     def fits(self, data: bytes) -> bool:
         return len(data) == self.size and all(data[start:stop] == expected for start, stop, expected in self.runs)
@@ -91,13 +93,13 @@ class JointStateWire:
     def read(self, data: bytes) -> JointStateFields | None:
         """The fields of one serialized message, or None when it has no learned or learnable layout
         (then deserialize it in full: the caller's validation judges it)."""
-        for shape in self._shapes:
-            if shape.fits(data):
-                return self._fields(shape, data)
-        shape = self._learn(data)
-        return None if shape is None else self._fields(shape, data)
+        shape = next((shape for shape in self._shapes if shape.fits(data)), None) or self._learn(data)
+        return self._fields(shape, data) if shape is not None and shape.readable else None
 
     def _learn(self, data: bytes) -> _Shape | None:
+        """The layout of a message that fits none kept; kept too when there is room, also one that is
+        not read here (a driver naming the joints in another order: each of its messages is then
+        known at once as one for the full decoder, not walked again)."""
         if len(self._shapes) >= MAX_LAYOUTS or len(data) > MAX_LAYOUT_BYTES or len(data) < ENCAPSULATION \
                 or data[1] != CDR_LITTLE_ENDIAN:
             return None
@@ -105,12 +107,13 @@ class JointStateWire:
             layout = joint_state_layout(data)
         except (ValueError, UnicodeDecodeError):
             return None
+        if layout.size != len(data):
+            return None  # bytes beyond the message: not a layout this reader can check
         joints = len(self.joint_names)
         info = layout.info
-        if (layout.size != len(data) or tuple(info["names"]) != self.joint_names or info["position"] != joints
-                or info["velocity"] != joints or info["effort"] not in (0, joints)):
-            return None
-        shape = _Shape(data, layout, joints)
+        readable = (tuple(info["names"]) == self.joint_names and info["position"] == joints
+                    and info["velocity"] == joints and info["effort"] in (0, joints))
+        shape = _Shape(data, layout, readable)
         self._shapes.append(shape)
         return shape
 
