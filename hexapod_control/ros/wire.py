@@ -107,8 +107,6 @@ class JointStateWire:
             layout = joint_state_layout(data)
         except (ValueError, UnicodeDecodeError):
             return None
-        if layout.size != len(data):
-            return None  # bytes beyond the message: not a layout this reader can check
         joints = len(self.joint_names)
         info = layout.info
         readable = (tuple(info["names"]) == self.joint_names and info["position"] == joints
