@@ -8,19 +8,26 @@ import pytest
 from hexapod_control import (
     HexapodModel,
     InvalidInputError,
+    ParameterError,
     UnreachablePoseError,
 )
+from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.trajectories import (
+    CheckedTrajectory,
     HoldTrajectory,
     JointSpaceTrajectory,
     JointTrajectoryImage,
+    OperationalSpaceTrajectory,
     SmoothMove,
+    common_period,
     cubic_exponential_ramp,
     home_pose,
     make_trajectory,
 )
 from hexapod_control.control.trajectory_player import TrajectoryPlayer
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
+from hexapod_control.simulation import make_plant
+from hexapod_control.simulation.lockstep import LockstepLoop
 
 # Thesis 6.5 and (6.82), written out independently of the YAML files they are checked against.
 EXPERIMENT_KAPPA, EXPERIMENT_OMEGA = 0.01, 0.2 * math.pi
@@ -241,3 +248,100 @@ def test_the_player_holds_the_measured_pose_and_follows_it_only_when_told(model)
     player.measured(lower, 0.4, follow=True)
     assert player.active is started and player.changes == 2
     np.testing.assert_array_equal(player.sample(0.3)[0].pose, sunk)  # the move starts at the hold
+
+
+# ------------------------------------------------------------------------------------------ checked when built
+def model_with(tmp_path, sections: str) -> HexapodModel:
+    """The shipped parameters with ``sections`` (YAML under ``hexapod:``, indented two spaces) laid over."""
+    path = tmp_path / "lab.yaml"
+    path.write_text(f"extends: {default_parameters_path()}\nhexapod:\n{sections}")
+    return HexapodModel(load_parameters(path))
+
+
+def peak_slider_speed_by_ik(model, trajectory, times):
+    """max |dq/dt| over ``times`` by central differences of IK along the sampled poses (no J_A)."""
+    def joints(t):
+        pose = trajectory.sample(t).pose
+        return model.inverse_kinematics(pose[:3], pose[3:], check_limits=False).q
+    return max(float(np.max(np.abs(central_difference(joints, t)))) for t in times)
+
+
+@pytest.mark.parametrize("name", ["operational_space", "joint_space", "excitation"])
+def test_the_shipped_trajectories_pass_their_check_when_built(model, name):
+    """Each samples as the unchecked trajectory it wraps (the check changes nothing it returns)."""
+    checked = make_trajectory(name, model)
+    assert isinstance(checked, CheckedTrajectory)
+    for t in SAMPLE_TIMES:
+        np.testing.assert_array_equal(checked.sample(t).pose, checked.trajectory.sample(t).pose)
+
+
+def test_the_check_refuses_a_feed_forward_speed_over_the_limit_as_a_dense_grid_finds_it(tmp_path):
+    """6.5 sped up by a factor a (omega a, kappa a^3: the pose at t is the original's at a t, so every
+    speed scales by a) until its peak slider speed, found by differences of IK every 0.1 ms, is 5 %
+    under or 5 % over the speed limit: the check (a sample every 200th of a period, through J_A)
+    accepts the first and refuses the second, naming the key and the file."""
+    acceleration_free = "  safety: {max_reference_acceleration: 100000.0}\n"
+
+    def sped_up(factor):
+        return model_with(tmp_path, acceleration_free + "  trajectories:\n    operational_space: "
+                          f"{{ramp_rate: {0.125 * factor**3!r}, angular_frequency: {factor!r}}}\n")
+
+    def dense_peak(model):
+        trajectory = OperationalSpaceTrajectory.from_model(model)
+        return peak_slider_speed_by_ik(model, trajectory, np.arange(0.0, trajectory.check_times()[-1], 1e-4))
+
+    probe = sped_up(20.0)
+    limit = probe.parameters.limits.actuator_speed_max
+    factor = 20.0 * limit / dense_peak(probe)
+    under, over = sped_up(factor * 0.95), sped_up(factor * 1.05)
+    assert dense_peak(under) < limit < dense_peak(over)
+    make_trajectory("operational_space", under)
+    with pytest.raises(ParameterError, match=r"lab\.yaml: hexapod\.trajectories\.operational_space: at t = .* "
+                                             r"feed-forward speed .* exceeds the speed limit"):
+        make_trajectory("operational_space", over)
+
+
+def test_the_check_refuses_a_joint_path_out_of_the_travel_and_the_player_at_construction(tmp_path):
+    """(6.82) with slider 1's amplitude c: q swings over home -/+ c, so the travel's lower end
+    0.02 m allows c up to 0.1565 m. The player builds its trajectory once, so it refuses at once."""
+    def with_amplitude(c):
+        return model_with(tmp_path, f"  trajectories:\n    joint_space: {{amplitudes: [{c}, 0.08, 0.08, 0.05, 0.08, 0.05]}}\n")
+
+    inside, outside = with_amplitude(0.15), with_amplitude(0.16)
+    assert HOME_Q - 0.16 < inside.parameters.limits.actuator_position_min < HOME_Q - 0.15
+    make_trajectory("joint_space", inside)
+    with pytest.raises(ParameterError, match=r"lab\.yaml: hexapod\.trajectories\.joint_space: at t = "):
+        make_trajectory("joint_space", outside)
+    with pytest.raises(ParameterError, match=r"hexapod\.trajectories\.joint_space"):
+        TrajectoryPlayer(outside, "joint_space")
+    TrajectoryPlayer(outside, "operational_space")  # another selection does not need it
+
+
+def test_joint_frequencies_must_repeat_for_the_path_to_be_checked(tmp_path):
+    """sin(2t) and sin(3t) repeat together every 2 pi; (6.82)'s 3, 1.5, 0.75 rad/s every 2 pi / 0.75;
+    sqrt(2) against 1 never."""
+    assert common_period([2.0, 3.0, 0.0], "here") == pytest.approx(2.0 * math.pi, rel=1e-12)
+    assert common_period(VALIDATION_OMEGA, "here") == pytest.approx(2.0 * math.pi / 0.75, rel=1e-12)
+    assert common_period([0.0] * 6, "here") == 0.0
+    model = model_with(tmp_path, "  trajectories:\n    joint_space: {angular_frequencies: [1.0, 1.414213562373095, 1, 1, 1, 1]}\n")
+    with pytest.raises(ParameterError, match=r"hexapod\.trajectories\.joint_space\.angular_frequencies: .* never repeats"):
+        make_trajectory("joint_space", model)
+
+
+@pytest.mark.parametrize("controller", ["computed_torque", "double_loop"])
+def test_lockstep_answers_a_checked_trajectory_as_it_answers_the_same_samples_checked_one_by_one(model, controller):
+    """A checked trajectory's samples skip the reference row's per-sample checks; on a valid path
+    that changes no force, no decision and no pose, bit for bit."""
+    def records(trajectory):
+        plant = make_plant("embedded", model.parameters)
+        plant.reset(np.full(6, model.parameters.home_actuator_position))
+        control = ControlLoop(model, controller, gain_set="simulated_plant", arm_on_start=True)
+        return list(LockstepLoop(plant, control, trajectory).run(0.4))
+
+    checked = make_trajectory("operational_space", model)
+    one_by_one = records(checked.trajectory)
+    assert len(one_by_one) == 400
+    for fast, slow in zip(records(checked), one_by_one):
+        np.testing.assert_array_equal(fast.step.forces, slow.step.forces)
+        assert fast.step.decision.action == slow.step.decision.action
+        np.testing.assert_array_equal(fast.step.pose, slow.step.pose)

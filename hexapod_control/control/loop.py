@@ -30,6 +30,7 @@ from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.ros.conventions import (
     ReferencePoint,
     effort_in_order,
+    euler_from_reference_point,
     finite_effort,
     joint_state_arrays,
     reference_point_from_euler,
@@ -181,6 +182,17 @@ class ControlLoop:
         except (ValueError, TypeError) as error:  # a non-finite angle has no quaternion
             return self.reference(now, reference.t, None, f"reference sample not convertible: {error}")
         return self.reference(now, reference.t, point)
+
+    def checked_sample(self, now: float, reference: Reference) -> bool:
+        """Take a sample of a trajectory checked when built (trajectories.CheckedTrajectory): through
+        the message form, as :meth:`reference_sample`, so that its numbers are those a node receives,
+        but with only the checks of a validated source (control/safety.py)."""
+        try:
+            point = reference_point_from_euler(reference.pose, reference.velocity, reference.acceleration)
+        except (ValueError, TypeError) as error:  # a non-finite angle has no quaternion
+            return self.reference(now, reference.t, None, f"reference sample not convertible: {error}")
+        pose, velocity, acceleration = euler_from_reference_point(point)
+        return self.validated_reference(now, Reference(reference.t, pose, velocity, acceleration))
 
     def validated_reference(self, now: float, reference: Reference) -> bool:
         """Take a sample of a source validated when it changed (see SafetySupervisor.validated_reference)."""

@@ -96,8 +96,9 @@ everything valid                                                          CONTRO
 * References are checked once, on arrival (a copy of the last one is not checked again); a
   rejected one is never tracked, and a later valid one does not clear the fault. A sample of a
   source validated when it changed (:meth:`SafetySupervisor.validated_reference`: the one-process
-  stack's trajectory player, whose moves are checked along their path by inverse kinematics and
-  whose trajectories are checked when built) is checked for finiteness and, while armed, the step
+  stack's trajectory player and the lockstep simulation, whose moves are checked along their path
+  by inverse kinematics and whose trajectories are checked against this row along their ramp and
+  one period when built, ``make_trajectory``) is checked for finiteness and, while armed, the step
   from the last reference only: the inverse kinematics and feed-forward limits of the reference
   row cost a third of the 1 kHz cycle and were already checked along the whole path.
 * ``arm`` is accepted only with fresh, valid feedback inside every limit, at a joint-state rate
@@ -137,7 +138,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hexapod_control.control.stamp_period import StampPeriod
-from hexapod_control.control.trajectories import Reference, SmoothMove
+from hexapod_control.control.trajectories import Reference, SmoothMove, check_reference_limits
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import RateRange, SafetySettings
@@ -653,22 +654,8 @@ class SafetySupervisor:
 
     def _check_reference(self, pose, velocity, acceleration, last: Reference | None) -> None:
         """Raise (InvalidInputError or the model's error) for a reference outside the robot's limits."""
-        ik = self.model.inverse_kinematics(pose[:3], pose[3:])  # travel and slider separation
-        if velocity.any() or acceleration.any():
-            try:
-                jacobian = self.model.analytic_jacobian(ik.q, phi=ik.phi).analytic
-                joint = np.linalg.solve(jacobian, np.column_stack((velocity, acceleration)))
-            except np.linalg.LinAlgError as error:
-                raise InvalidInputError(f"reference pose is singular: {error}") from error
-            speeds, accelerations = np.abs(joint[:, 0]), np.abs(joint[:, 1])
-            if not speeds.max() <= self.limits.actuator_speed_max:
-                k = int(np.argmax(speeds))
-                raise InvalidInputError(f"feed-forward speed {speeds[k]:.4g} m/s of {self.joint_names[k]} exceeds "
-                                        f"the speed limit {self.limits.actuator_speed_max} m/s")
-            if not accelerations.max() <= self.settings.max_reference_acceleration:
-                k = int(np.argmax(accelerations))
-                raise InvalidInputError(f"feed-forward acceleration {accelerations[k]:.4g} m/s^2 of {self.joint_names[k]} "
-                                        f"exceeds max_reference_acceleration {self.settings.max_reference_acceleration} m/s^2")
+        check_reference_limits(self.model, pose, velocity, acceleration, self.settings.max_reference_acceleration,
+                               self.joint_names)
         if self.state == SupervisorState.ARMED and last is not None:
             problem = self._step_problem(pose - last.pose)
             if problem:

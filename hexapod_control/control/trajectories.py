@@ -16,6 +16,12 @@ of the parameters file; nothing numeric about the thesis trajectories lives in t
 * :class:`SmoothMove` - a quintic move to a commanded pose whose duration keeps the peak
   actuator speed within a configurable fraction of the speed limit.
 
+:func:`make_trajectory` checks a periodic trajectory when it is built, along the ramp and one
+period after it, against the reference row of the safety rule table (control/safety.py: travel,
+slider separation, a non-singular J_A, feed-forward speed and acceleration), and returns it as a
+:class:`CheckedTrajectory`: its samples need no such check at 1 kHz, and a trajectory that leaves the
+limits is refused before anything moves, with the key to change.
+
 The thesis trajectories start with the ramp s(t) = 1 - exp(-kappa t^3), so that pose, velocity and
 acceleration start at home, zero and zero. Before t = 0 they hold their t = 0 value (the ramp
 would otherwise grow without bound for negative t).
@@ -24,7 +30,9 @@ would otherwise grow without bound for negative t).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Protocol
 
 import numpy as np
@@ -70,6 +78,78 @@ class JointReference:
 
 class Trajectory(Protocol):
     def sample(self, t: float) -> Reference: ...
+
+
+# The thesis ramp s(t) = 1 - exp(-kappa t^3) counts as done where 1 - s < 1e-4: kappa t^3 = ln(1e4).
+RAMP_SETTLED = math.log(1e4)
+# Samples per period of a trajectory's fastest motion when it is checked against the limits: a
+# harmonic's peak falls between two samples by at most 1 - cos(pi / 200), about 1e-4 of it.
+CHECK_SAMPLES_PER_PERIOD = 200
+# Joint angular frequencies must be in ratios of integers up to this for the path to repeat, so
+# that a check over one common period covers all of it.
+FREQUENCY_RATIO_DENOMINATOR_MAX = 64
+
+
+def ramp_settled_time(ramp_rate: float) -> float:
+    """[s] when the ramp s(t) = 1 - exp(-kappa t^3) is within 1e-4 of 1 (kappa = ``ramp_rate``)."""
+    return (RAMP_SETTLED / ramp_rate) ** (1.0 / 3.0)
+
+
+def check_times(ramp_rate: float, period: float, fastest: float) -> np.ndarray:
+    """Instants [s] at which a ramped periodic trajectory is checked: the ramp and one ``period``
+    after it, ``CHECK_SAMPLES_PER_PERIOD`` samples per period of the ``fastest`` of its angular
+    frequencies and of the ramp's own rate kappa^(1/3)."""
+    fastest = max(abs(fastest), ramp_rate ** (1.0 / 3.0))
+    step = 2.0 * math.pi / (fastest * CHECK_SAMPLES_PER_PERIOD)
+    return np.arange(0.0, ramp_settled_time(ramp_rate) + period + step, step)
+
+
+def common_period(angular_frequencies: Sequence[float], where: str) -> float:
+    """[s] after which sines of all these angular frequencies [rad/s] repeat together (0 when none
+    moves); ParameterError naming ``where`` when their ratios are not ratios of small integers."""
+    moving = sorted({abs(float(w)) for w in angular_frequencies if w != 0.0})
+    if not moving:
+        return 0.0
+    slowest, multiple = moving[0], 1
+    for omega in moving:
+        ratio = omega / slowest
+        fraction = Fraction(ratio).limit_denominator(FREQUENCY_RATIO_DENOMINATOR_MAX)
+        if not math.isclose(float(fraction), ratio, rel_tol=1e-9):
+            raise ParameterError(
+                f"{where}: {omega:g} and {slowest:g} rad/s are not in a ratio of integers up to "
+                f"{FREQUENCY_RATIO_DENOMINATOR_MAX}: the path never repeats, so it cannot be checked against the limits"
+            )
+        multiple = math.lcm(multiple, fraction.denominator)
+    return 2.0 * math.pi * multiple / slowest
+
+
+def check_reference_limits(model: HexapodModel, pose, velocity, acceleration, max_acceleration: float,
+                           joint_names: Sequence[str]) -> None:
+    """Raise (InvalidInputError or the model's error) for a reference outside the robot's limits: the
+    reference row of the safety rule table (control/safety.py) but the step from the last reference.
+
+    The pose must have an inverse kinematics within the travel and the slider separation, J_A must
+    be invertible there, and the feed-forward J_A^-1 (xi_d_dot, xi_d_ddot) must stay within
+    ``limits.actuator_speed_max`` and ``max_acceleration`` [m/s^2].
+    """
+    ik = model.inverse_kinematics(pose[:3], pose[3:])  # travel and slider separation
+    if not (velocity.any() or acceleration.any()):
+        return
+    try:
+        jacobian = model.analytic_jacobian(ik.q, phi=ik.phi).analytic
+        joint = np.linalg.solve(jacobian, np.column_stack((velocity, acceleration)))
+    except np.linalg.LinAlgError as error:
+        raise InvalidInputError(f"reference pose is singular: {error}") from error
+    speeds, accelerations = np.abs(joint[:, 0]), np.abs(joint[:, 1])
+    speed_max = model.parameters.limits.actuator_speed_max
+    if not speeds.max() <= speed_max:
+        k = int(np.argmax(speeds))
+        raise InvalidInputError(f"feed-forward speed {speeds[k]:.4g} m/s of {joint_names[k]} exceeds "
+                                f"the speed limit {speed_max} m/s")
+    if not accelerations.max() <= max_acceleration:
+        k = int(np.argmax(accelerations))
+        raise InvalidInputError(f"feed-forward acceleration {accelerations[k]:.4g} m/s^2 of {joint_names[k]} "
+                                f"exceeds max_reference_acceleration {max_acceleration} m/s^2")
 
 
 # ---------------------------------------------------------------------------------------- ramp
@@ -128,6 +208,12 @@ class OperationalSpaceTrajectory:
             acceleration[k] = dds * g + 2.0 * ds * dg + s * ddg
         return Reference(t, pose, velocity, acceleration)
 
+    def check_times(self) -> np.ndarray:
+        """The instants at which it is checked against the limits (:func:`check_times`): every axis
+        repeats with the one period 2 pi / omega."""
+        omega = abs(self.settings.angular_frequency)
+        return check_times(self.settings.ramp_rate, 2.0 * math.pi / omega if omega else 0.0, omega)
+
 
 # ---------------------------------------------------------------------------------------- 6.82
 class JointSpaceTrajectory:
@@ -157,6 +243,14 @@ class JointSpaceTrajectory:
             c * (dds * w + 2.0 * ds * dw + s * ddw),
         )
 
+    def check_times(self, where: str) -> np.ndarray:
+        """The instants at which it is checked against the limits (:func:`check_times`): the ramp and
+        the common period of the moving sliders; ParameterError naming ``where`` (the frequencies'
+        key) when they have none."""
+        moving = [omega for omega, amplitude in zip(self._omegas, self._amplitudes) if amplitude != 0.0]
+        fastest = max((abs(omega) for omega in moving), default=0.0)
+        return check_times(self.settings.ramp_rate, common_period(moving, where), fastest)
+
 
 class ExcitationTrajectory:
     """The identification run: q_k = q_home + s(t) a_k u(t + k T / 6) / max|u|, s = 1 - exp(-kappa t^3).
@@ -171,8 +265,6 @@ class ExcitationTrajectory:
 
     # Samples per second of the limit check: 20 per period of the fastest harmonic of the shipped set.
     CHECK_RATE = 200.0
-    # The ramp counts as done where 1 - s < 1e-4: kappa t^3 = ln(1e4).
-    RAMP_SETTLED = math.log(1e4)
     _PEAK_SAMPLES = 4096  # samples of one period for max|u|
 
     def __init__(self, settings: ExcitationSettings, start_q):
@@ -213,18 +305,21 @@ class ExcitationTrajectory:
             c * (dds * w + 2.0 * ds * dw + s * ddw),
         )
 
+    def check_times(self) -> np.ndarray:
+        """The instants at which it is checked: the ramp and one period, at ``CHECK_RATE``."""
+        return np.arange(0.0, ramp_settled_time(self.settings.ramp_rate) + self.period, 1.0 / self.CHECK_RATE)
+
     def check_limits(self, model: HexapodModel) -> None:
         """ParameterError naming ``trajectories.excitation`` unless the ramp and one period stay within
         the travel, away from where the controllers damp J_A^-1, within ``limits.actuator_speed_max``
         and, with the model's feed-forward, ``actuator_force_max``."""
         parameters = model.parameters
         limits = parameters.limits
-        settled = (self.RAMP_SETTLED / self.settings.ramp_rate) ** (1.0 / 3.0)
         where = f"{parameters.source}: hexapod.trajectories.excitation"
         state = model.create_state()
         damping_threshold = parameters.controllers.singularity.damping_threshold
         peak_speed = peak_force = 0.0
-        for t in np.arange(0.0, settled + self.period, 1.0 / self.CHECK_RATE):
+        for t in self.check_times():
             joints = self.sample_joints(t)
             try:
                 model.check_joint_limits(joints.position, ParameterError)
@@ -371,14 +466,53 @@ def _finite_time(t) -> float:
     return value
 
 
-def make_trajectory(name: str, model: HexapodModel, settings: TrajectorySettings | None = None):
-    """A trajectory by name: "operational_space" (6.5), "joint_space" (6.82 image) or "excitation"
-    (the identification run's image; ParameterError when it would leave the limits)."""
-    factories = {
-        "operational_space": OperationalSpaceTrajectory.from_model,
-        "joint_space": JointTrajectoryImage.from_model,
-        "excitation": lambda model, settings: JointTrajectoryImage(ExcitationTrajectory.from_model(model, settings), model),
-    }
-    if name not in factories:
-        raise InvalidInputError(f"unknown trajectory {name!r}; expected one of {sorted(factories)}")
-    return factories[name](model, settings)
+TRAJECTORY_NAMES = ("operational_space", "joint_space", "excitation")  # what make_trajectory builds
+
+
+class CheckedTrajectory:
+    """A trajectory that :func:`make_trajectory` checked along its whole path against the reference
+    row of the safety rule table: a sample of it needs only the checks of
+    :meth:`SafetySupervisor.validated_reference <hexapod_control.control.safety.SafetySupervisor.validated_reference>`."""
+
+    def __init__(self, trajectory: Trajectory):
+        self.trajectory = trajectory
+
+    def sample(self, t: float) -> Reference:
+        return self.trajectory.sample(t)
+
+
+def check_trajectory_limits(trajectory: Trajectory, times, model: HexapodModel, where: str) -> None:
+    """ParameterError naming ``where`` unless every sample at ``times`` passes
+    :func:`check_reference_limits` with the parameters' safety settings."""
+    parameters = model.parameters
+    acceleration_max = parameters.safety.max_reference_acceleration
+    for t in times:
+        sample = trajectory.sample(float(t))
+        try:
+            check_reference_limits(model, sample.pose, sample.velocity, sample.acceleration, acceleration_max,
+                                   parameters.ros.joint_names)
+        except HexapodError as error:
+            raise ParameterError(f"{where}: at t = {t:.3f} s the reference leaves the limits: {error}") from error
+
+
+def make_trajectory(name: str, model: HexapodModel, settings: TrajectorySettings | None = None) -> CheckedTrajectory:
+    """A trajectory by name, checked along its ramp and one period (module doc): "operational_space"
+    (6.5), "joint_space" (6.82 image) or "excitation" (the identification run's image). ParameterError
+    naming ``hexapod.trajectories.<name>`` and the file when it would leave the limits."""
+    settings = settings or model.parameters.trajectories
+    where = f"{model.parameters.source}: hexapod.trajectories.{name}"
+    if name == "operational_space":
+        trajectory = OperationalSpaceTrajectory.from_model(model, settings)
+        check_trajectory_limits(trajectory, trajectory.check_times(), model, where)
+        return CheckedTrajectory(trajectory)
+    if name == "joint_space":
+        joints = JointSpaceTrajectory.from_model(model, settings)
+        times = joints.check_times(f"{where}.angular_frequencies")
+    elif name == "excitation":
+        joints = ExcitationTrajectory.from_model(model, settings)
+        times = joints.check_times()
+    else:
+        raise InvalidInputError(f"unknown trajectory {name!r}; expected one of {sorted(TRAJECTORY_NAMES)}")
+    # The check samples an image of its own: the one returned starts its FK warm start from home.
+    check_trajectory_limits(JointTrajectoryImage(joints, model), times, model, where)
+    return CheckedTrajectory(JointTrajectoryImage(joints, model))

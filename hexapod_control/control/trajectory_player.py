@@ -4,7 +4,9 @@
 selected trajectory after a move to its start) and samples it at a given time. Changes happen only
 through its methods (start, stop, move_to, the first measured pose), and each is validated when it
 happens: a move is checked along its path by inverse kinematics (``SmoothMove``), so sampling it
-at 1 kHz needs no further check. The trajectory node and the one-process robot stack are shells
+at 1 kHz needs no further check. The selected trajectory is built and checked along its path once,
+when the player is made (``make_trajectory``): a trajectory that leaves the limits is refused at
+start-up, and ``start``, which a node runs between two joint states, costs no more than a move. The trajectory node and the one-process robot stack are shells
 around it.
 """
 
@@ -12,11 +14,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from hexapod_control.control.trajectories import HoldTrajectory, Reference, SmoothMove, make_trajectory
+from hexapod_control.control.trajectories import (
+    TRAJECTORY_NAMES,
+    HoldTrajectory,
+    Reference,
+    SmoothMove,
+    make_trajectory,
+)
 from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
 
-TRAJECTORY_CHOICES = ("operational_space", "joint_space", "excitation", "hold")
+TRAJECTORY_CHOICES = (*TRAJECTORY_NAMES, "hold")
 
 
 class MoveThenTrajectory:
@@ -46,6 +54,8 @@ class TrajectoryPlayer:
             raise InvalidInputError(f"unknown trajectory {trajectory_name!r}; expected one of {TRAJECTORY_CHOICES}")
         self.model = model
         self.trajectory_name = trajectory_name
+        # Built and checked now (module doc); None for "hold".
+        self.trajectory = make_trajectory(trajectory_name, model) if trajectory_name in TRAJECTORY_NAMES else None
         self.move_settings = model.parameters.trajectories.move
         self.active = None  # object with sample(t) -> Reference, or None before any pose is known
         self.origin = 0.0  # caller-clock time at which the active source's t = 0
@@ -96,9 +106,9 @@ class TrajectoryPlayer:
 
     def start(self, now: float, autostart: bool = False) -> str:
         """The selected trajectory: at once with ``autostart`` (the robot is at its start), else after a move."""
-        if self.trajectory_name == "hold":
+        trajectory = self.trajectory
+        if trajectory is None:
             raise InvalidInputError("the selected trajectory is 'hold': nothing to start")
-        trajectory = make_trajectory(self.trajectory_name, self.model)
         if autostart:
             return self.activate(trajectory, now, f"{self.trajectory_name} (autostart)")
         move = self._move_to(trajectory.sample(0.0).pose)

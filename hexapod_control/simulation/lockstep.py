@@ -3,7 +3,9 @@
 For plant step k at t_k = k dt (the order the DDS stacks keep too, so their bags agree):
 
 1. the reference stamped t_k is sampled and taken (none at k = 0: the controller holds; the
-   trajectory's own t = 0 is its first publication, t_1, as the trajectory node's autostart does);
+   trajectory's own t = 0 is its first publication, t_1, as the trajectory node's autostart does),
+   in the form a reference message gives it; a trajectory from ``make_trajectory``, checked along
+   its path when built, is not checked again per sample (control/safety.py);
 2. the plant's measured joint state stamped t_k is answered by the :class:`ControlLoop`
    (supervisor, controller, FK pose, diagnostics);
 3. the answer is applied and the plant steps once.
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hexapod_control.control.loop import ControlLoop, StepRecord
-from hexapod_control.control.trajectories import Reference
+from hexapod_control.control.trajectories import CheckedTrajectory, Reference
 from hexapod_control.errors import HexapodError
 from hexapod_control.ros.conventions import stamp_fields
 from hexapod_control.simulation.plant import Plant
@@ -55,6 +57,7 @@ class LockstepLoop:
         self.steps = 0
         self.failure = ""  # why the plant stopped (SimulationDivergedError, ...), "" while it runs
         self._origin: float | None = None
+        self._checked = isinstance(trajectory, CheckedTrajectory)  # checked along its path when built
 
     def step(self) -> LoopRecord | None:
         """One plant step; None once the plant has stopped."""
@@ -70,7 +73,10 @@ class LockstepLoop:
             self._origin = t if self._origin is None else self._origin
             sample = self.trajectory.sample(t - self._origin)
             reference = Reference(stamp, sample.pose, sample.velocity, sample.acceleration)
-            control.reference_sample(stamp, reference)
+            if self._checked:
+                control.checked_sample(stamp, reference)
+            else:
+                control.reference_sample(stamp, reference)
         applied = np.asarray(plant.applied_forces, dtype=float)
         answer = control.joint_state(stamp, stamp, control.joint_names, plant.joint_positions(), plant.joint_velocities())
         record = LoopRecord(stamp, reference, applied, answer)
