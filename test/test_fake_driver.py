@@ -121,6 +121,30 @@ def test_upper_stops_catch_the_sinking_platform_and_change_nothing_before():
     assert stopped.collapse == "" and stopped.steps == free.time * RATE + RATE
 
 
+def test_the_stops_keep_the_plant_clock_and_its_sensor_delay_and_noise_going():
+    """Sinking onto the stops and resting on them, the plant is re-seated at every contact: its time
+    still counts the steps, the measurement still lags the true state by the sensor's delay, and its
+    noise is not drawn afresh from the seed at each contact (which would repeat one draw)."""
+    delay, noise = 2, 1e-5
+    parameters = PARAMETERS.replace(limits={"actuator_position_max": STOP},
+                                    simulation={"sensor": {"delay_steps": delay, "noise_std": noise}})
+    plant = EndStopPlant(EmbeddedSimulator(parameters), parameters.limits)
+    zero = np.zeros(6)
+    true_positions, errors = [], []
+    for _ in range(round(1.5 * RATE)):
+        plant.advance(zero, 1)
+        true_positions.append(plant.plant.true_state[0])
+        if len(true_positions) > delay:
+            errors.append(plant.joint_positions() - true_positions[-1 - delay])
+    assert plant.end_stop_contacts > RATE / 2
+    assert plant.plant.time == pytest.approx(plant.steps / RATE, rel=1e-12)
+    errors = np.array(errors)
+    assert np.abs(errors).max() < 6 * noise  # lagging by exactly the delay: what is left is noise
+    resting = errors[-round(RATE / 4):, 0]  # slider 0 in the last quarter second, on its stop
+    assert len(np.unique(resting)) == len(resting)
+    assert 0.5 * noise < resting.std() < 2 * noise
+
+
 def test_lower_stop_stops_only_the_slider_that_reaches_it():
     limits = PARAMETERS.limits
     q = HOME_Q.copy()

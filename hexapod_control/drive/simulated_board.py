@@ -35,7 +35,8 @@ class EndStopPlant:
 
     After every plant step a slider beyond ``limits.actuator_position_min``/``_max`` is put back on
     the limit with its velocity into the stop set to zero (a perfectly plastic stop: the other
-    sliders keep their velocities). The stop re-seats the simulator with ``EmbeddedSimulator.reset``.
+    sliders keep their velocities). The stop re-seats the simulator with ``EmbeddedSimulator.reseat``:
+    its clock, sensor delay and noise go on.
     ``steps`` counts plant steps since construction; ``end_stop_contacts`` counts the steps that
     ended on a stop. ``collapse`` is "" until the platform sinks past the end of the model, then the
     simulator's message: from then on the plant stays frozen at rest and only the applied forces
@@ -67,7 +68,7 @@ class EndStopPlant:
         try:
             self.plant.step()
         except SimulationDivergedError as error:
-            self._freeze(error, forces, q_start, self._last_start)
+            self._freeze(error, q_start, self._last_start)
             return
         self._last_start = q_start
         q, qd = self.plant.true_state
@@ -77,24 +78,20 @@ class EndStopPlant:
         self.end_stop_contacts += 1
         qd = np.where(below, np.maximum(qd, 0.0), np.where(above, np.minimum(qd, 0.0), qd))
         try:
-            self._reseat(np.clip(q, self.lower, self.upper), qd, forces)
+            self.plant.reseat(np.clip(q, self.lower, self.upper), qd)
         except HexapodError as error:  # the stopped configuration does not assemble: the model ends there
-            self._freeze(error, forces, q_start)
+            self._freeze(error, q_start)
 
-    def _freeze(self, error: HexapodError, forces: np.ndarray, *candidates: np.ndarray) -> None:
+    def _freeze(self, error: HexapodError, *candidates: np.ndarray) -> None:
         """Stop the plant at rest at the first of ``candidates`` that assembles."""
         self.collapse = str(error)
         for q in candidates:
             try:
-                self._reseat(q, np.zeros_like(q), forces)
+                self.plant.reseat(q, np.zeros_like(q))
                 return
             except HexapodError:
                 continue
         raise error  # no candidate assembles: the last successful step's start always should
-
-    def _reseat(self, q: np.ndarray, qd: np.ndarray, forces: np.ndarray) -> None:
-        self.plant.reset(q, qd)
-        self.plant.apply_forces(forces)  # reset zeroes the forces; the drives still push
 
     def joint_positions(self) -> np.ndarray:
         return self.plant.joint_positions()

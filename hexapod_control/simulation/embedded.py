@@ -89,6 +89,22 @@ class EmbeddedSimulator(Plant):
         )
         self._measure()
 
+    def reseat(self, q, qd) -> None:
+        """Put the state just stepped to (q, qd), as an end stop does within a step: time, forces,
+        the sensor's noise sequence and its delayed samples go on (the newest sample becomes the new
+        state). Raises when q does not assemble."""
+        q = as_vector(q, 6, "q", JOINT_NAMES)
+        qd = as_vector(qd, 6, "qd", JOINT_NAMES)
+        try:
+            phi = self.model.forward_kinematics(q, self.kinematic_state).phi  # warm: q is near the state
+        except HexapodError:
+            self.kinematic_state.reset()  # from home, as reset does (the warm start may be a failed step's)
+            phi = self.model.forward_kinematics(q, self.kinematic_state).phi
+        self._phi = tuple(phi)
+        self._q, self._qd = q, qd
+        self._history[-1] = (q, qd)
+        self._measure()
+
     def apply_forces(self, forces) -> None:
         limit = self._force_limit
         self._forces = tuple(min(max(f, -limit), limit) for f in as_vector(forces, 6, "forces", JOINT_NAMES))
