@@ -62,12 +62,9 @@ import yaml
 from hexapod_control.bags import (
     BagWriter,
     RunInfo,
+    StepMessages,
     diagnostics_cdr,
-    effort_cdr,
-    joint_state_cdr,
     nanoseconds,
-    pose_cdr,
-    reference_cdr,
 )
 from hexapod_control.bags.run_info import parameters_yaml
 from hexapod_control.control.controllers import CONTROLLER_NAMES
@@ -154,7 +151,6 @@ def run_direct(job: JobSettings, controller_name: str, duration: float, bag_path
     """The lockstep loop without middleware (module docstring); returns a summary dict."""
     parameters = load_parameters(job.params_file)
     plant_parameters = load_parameters(job.plant_params_file)
-    names = parameters.ros
     model = HexapodModel(parameters)  # one model; each component keeps its own FK warm start
     plant = with_loop_delay(make_plant(job.plant, plant_parameters), plant_parameters.simulation)
     plant.reset(np.full(6, plant_parameters.home_actuator_position))
@@ -162,14 +158,14 @@ def run_direct(job: JobSettings, controller_name: str, duration: float, bag_path
     # rotor inertia (config: controllers.double_loop.simulated_plant).
     control = ControlLoop(model, controller_name, gain_set=SIMULATION_GAIN_SET, arm_on_start=True)
     loop = LockstepLoop(plant, control, make_trajectory(job.trajectory, model))
-    keys = set(job.topic_keys)
     writer = BagWriter(bag_path, job.storage, custom_data=run_info(job, controller_name, parameters, plant_parameters).custom_data())
     for key in job.topic_keys:
         writer.add_topic(TOPICS[key], MESSAGE_TYPES[key])
+    recorder = RecordWriter(writer, job.topic_keys, parameters.ros)
     started = time.monotonic()
     try:
         for record in loop.run(duration):
-            write_record(writer, keys, record, names, controller_name)
+            recorder.write(record)
             if progress:
                 progress.update(plant.time, record.step.decision.action.value)
     finally:
@@ -184,26 +180,32 @@ def run_direct(job: JobSettings, controller_name: str, duration: float, bag_path
     }
 
 
-def write_record(writer: BagWriter, keys: set, record: LoopRecord, names, controller_name: str) -> None:
-    """The messages the DDS stack's nodes publish for one lockstep step, stamped and logged at t."""
-    t, step = record.t, record.step
-    log = nanoseconds(t)
-    reference = record.reference
-    if reference is not None and "reference" in keys:
-        writer.write(TOPICS["reference"], log, reference_cdr(t, reference.pose, reference.velocity,
-                                                            reference.acceleration, names.base_frame))
-    if "joint_states" in keys:
-        writer.write(TOPICS["joint_states"], log, joint_state_cdr(t, names.joint_names, step.q, step.qd,
-                                                                  record.applied_forces))
-    if step.pose is not None and "platform_pose" in keys:
-        writer.write(TOPICS["platform_pose"], log,
-                     pose_cdr(t, step.pose[:3], quaternion_from_euler_zyx(tuple(step.pose[3:])), names.base_frame))
-    if "effort_commands" in keys:
-        writer.write(TOPICS["effort_commands"], log, effort_cdr(step.forces))
-    if step.diagnostic is not None and "diagnostics" in keys:
-        status = step.diagnostic
-        writer.write(TOPICS["diagnostics"], log, diagnostics_cdr(
-            t, [(int(status.level), f"{CONTROLLER_NODE_NAME}: safety", status.message, status.values)]))
+class RecordWriter:
+    """Writes the messages the DDS stack's nodes publish for each lockstep step into ``writer``,
+    stamped and logged at the step's t: the topics named by ``keys`` (ros.conventions.TOPICS keys)."""
+
+    def __init__(self, writer: BagWriter, keys, names):
+        self.writer = writer
+        self.keys = frozenset(keys)
+        self.messages = StepMessages(names.joint_names, names.base_frame)
+
+    def write(self, record: LoopRecord) -> None:
+        t, step, keys, messages, write = record.t, record.step, self.keys, self.messages, self.writer.write
+        log = nanoseconds(t)
+        reference = record.reference
+        if reference is not None and "reference" in keys:
+            write(TOPICS["reference"], log, messages.reference(t, reference.pose, reference.velocity, reference.acceleration))
+        if "joint_states" in keys:
+            write(TOPICS["joint_states"], log, messages.joint_state(t, step.q, step.qd, record.applied_forces))
+        if step.pose is not None and "platform_pose" in keys:
+            write(TOPICS["platform_pose"], log,
+                  messages.pose(t, step.pose[:3], quaternion_from_euler_zyx(tuple(step.pose[3:]))))
+        if "effort_commands" in keys:
+            write(TOPICS["effort_commands"], log, messages.effort(step.forces))
+        if step.diagnostic is not None and "diagnostics" in keys:
+            status = step.diagnostic
+            write(TOPICS["diagnostics"], log, diagnostics_cdr(
+                t, [(int(status.level), f"{CONTROLLER_NODE_NAME}: safety", status.message, status.values)]))
 
 
 # ------------------------------------------------------------------------------------------ ros

@@ -13,6 +13,7 @@ from test_evaluation import JOINT_NAMES, PARAMETERS, synthetic_run, write_bag
 from hexapod_control.bags import (
     BagWriter,
     RunInfo,
+    StepMessages,
     cdr,
     deserialize,
     diagnostics_cdr,
@@ -110,6 +111,23 @@ def test_fixed_layout_decoding_matches_deserialisation():
     ):
         (layout, _, data), = cdr.group_by_layout(block_of("/x", [0], [builder(values)]), walk, [])[0]
         np.testing.assert_array_equal(cdr.float64_field(data, layout, field)[0], values[: layout.float64[field][1]])
+
+
+def test_step_messages_are_the_bytes_the_message_builders_give():
+    """Written in place or built through the rosbags type store: the same bytes, for the stamps and
+    numbers of a run (negative, fractional and zero values, a NaN) and for a stamp before 1970."""
+    frame = "hexapod_base"
+    messages = StepMessages(JOINT_NAMES, frame)
+    for k, t in enumerate((0.0, 0.0125, 1_700_000_000.123456789, -2.5)):
+        q, qd = RUN.q[k], RUN.qd[k]
+        forces = np.array([1.5, -333.0, 0.0, np.nan, 2e-300, -7.25])
+        pose, velocity, acceleration = RUN.q[k + 1], RUN.qd[k + 1], RUN.qd[k + 2]
+        quaternion = (0.1, -0.2, 0.3, 0.9)
+        assert messages.joint_state(t, q, qd, forces) == joint_state_cdr(t, JOINT_NAMES, q, qd, forces)
+        assert messages.effort(forces) == effort_cdr(forces)
+        assert messages.pose(t, q[:3], quaternion) == pose_cdr(t, q[:3], quaternion, frame)
+        assert (messages.reference(t, pose, velocity, acceleration)
+                == reference_cdr(t, pose, velocity, acceleration, frame))
 
 
 def test_encode_block_writes_what_deserialisation_reads():

@@ -8,11 +8,13 @@ tests and the bags of the lockstep main job, so every bag goes through one code 
 One job per module, each depending only on those above it:
 
 * :mod:`.topics` - topic names: the defaults of ``ros.conventions.TOPICS`` with the user's overrides.
-* :mod:`.messages` - CDR bytes of the project's messages from plain numbers (``*_cdr``), and back.
+* :mod:`.contents` - :class:`BagContents` and :class:`MessageBlock`, what reading a bag yields.
+* :mod:`.cdr` - the numbers of a whole block of fixed-layout messages at once (numpy), and messages of
+  a fixed layout written in place.
+* :mod:`.messages` - CDR bytes of the project's messages from plain numbers (``*_cdr``), and back;
+  :class:`StepMessages`, those a closed loop records every step, at a fraction of the cost.
 * :mod:`.run_info` - :class:`RunInfo`, what a bag's metadata records about its run (custom_data).
 * :mod:`.writer` - :class:`BagWriter`, a bag (MCAP by default, sqlite3 as an option) of raw CDR messages.
-* :mod:`.contents` - :class:`BagContents` and :class:`MessageBlock`, what reading a bag yields.
-* :mod:`.cdr` - the numbers of a whole block of fixed-layout messages at once (numpy).
 * :mod:`.mcap`, :mod:`.sqlite` - the storage files, read in blocks; what a damaged file still holds.
 * :mod:`.reader` - :func:`read_bag`: a bag directory, one without ``metadata.yaml`` or a lone file.
 
@@ -21,6 +23,7 @@ A bag that cannot be read at all raises :class:`~hexapod_control.errors.BagError
 
 from hexapod_control.bags.contents import BagContents, MessageBlock, TopicRecords
 from hexapod_control.bags.messages import (
+    StepMessages,
     deserialize,
     diagnostics_cdr,
     effort_cdr,
@@ -41,6 +44,7 @@ __all__ = [
     "BagWriter",
     "MessageBlock",
     "RunInfo",
+    "StepMessages",
     "TopicRecords",
     "deserialize",
     "diagnostics_cdr",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -26,6 +26,8 @@ from hexapod_control.bags.contents import MessageBlock
 
 ENCAPSULATION = 4  # bytes of the CDR encapsulation header
 _UINT32 = struct.Struct("<I")
+_TIME = struct.Struct("<iI")  # builtin_interfaces Time/Duration: int32 sec, uint32 nanosec
+NANOSECONDS = 1_000_000_000
 CDR_LITTLE_ENDIAN = 1  # its byte 1
 # New layouts a block may introduce before the rest of its messages are decoded one by one, and the
 # layouts kept for a topic: a recording has one or two (a driver that changes its joint list once);
@@ -308,3 +310,26 @@ def encode_block(template: bytes, layout: Layout, float64: dict[str, np.ndarray]
         rows[:, offset : offset + 4] = sec.astype("<i4").view(np.uint8).reshape(count, 4)
         rows[:, offset + 4 : offset + 8] = nanosec.astype("<u4").view(np.uint8).reshape(count, 4)
     return rows
+
+
+class TemplateEncoder:
+    """Messages of one layout, one at a time: ``template`` (a message of ``layout``) with the Time
+    fields ``times`` and the float64 fields ``float64`` written in place. The per-message form of
+    :func:`encode_block`, for a loop that sends or records a message per step: a few ``struct``
+    writes instead of building and serializing a message object."""
+
+    def __init__(self, template: bytes, layout: Layout, times: Sequence[str], float64: Sequence[str]):
+        self._buffer = bytearray(template)
+        self._times = tuple(layout.times[name] for name in times)
+        self._float64 = tuple((layout.float64[name][0], struct.Struct(f"<{layout.float64[name][1]}d").pack_into)
+                              for name in float64)
+
+    def encode(self, times: Sequence[int], *values) -> bytes:
+        """The message with ``times`` [ns] and ``values`` (one sequence of floats per float64 field),
+        each in the order their fields were named."""
+        buffer = self._buffer
+        for offset, nanoseconds in zip(self._times, times):
+            _TIME.pack_into(buffer, offset, *divmod(nanoseconds, NANOSECONDS))
+        for (offset, pack), field_values in zip(self._float64, values):
+            pack(buffer, offset, *field_values)
+        return bytes(buffer)

@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from hexapod_control.bags import cdr
 from hexapod_control.ros.conventions import (
     MESSAGE_TYPES,
     REFERENCE_JOINT_NAME,
@@ -124,3 +125,40 @@ def diagnostics_cdr(t: float, statuses: Sequence[tuple[int, str, str, Mapping[st
 def nanoseconds(t: float) -> int:
     """Seconds -> integer nanoseconds (the bag's log-time unit)."""
     return int(round(t * 1e9))
+
+
+class StepMessages:
+    """The messages a closed loop records every step, for fixed joint names and frame, encoded in
+    place (:class:`hexapod_control.bags.cdr.TemplateEncoder`): the bytes the functions above give,
+    without building a message object per step. Times are seconds, as for those functions."""
+
+    def __init__(self, joint_names: Sequence[str], frame_id: str):
+        zeros = np.zeros(6)
+        template = joint_state_cdr(0.0, joint_names, zeros, zeros, zeros)
+        self._joint_state = cdr.TemplateEncoder(template, cdr.joint_state_layout(template), ("stamp",),
+                                                ("position", "velocity", "effort"))
+        template = effort_cdr(zeros)
+        self._effort = cdr.TemplateEncoder(template, cdr.float64_array_layout(template), (), ("data",))
+        template = pose_cdr(0.0, zeros[:3], (0.0, 0.0, 0.0, 1.0), frame_id)
+        self._pose = cdr.TemplateEncoder(template, cdr.pose_stamped_layout(template), ("stamp",),
+                                         ("position", "orientation"))
+        template = reference_cdr(0.0, zeros, zeros, zeros, frame_id)
+        self._reference = cdr.TemplateEncoder(
+            template, cdr.reference_layout(template), ("stamp",),
+            tuple(f"points[0].{field}" for field in ("transforms[0].translation", "transforms[0].rotation",
+                                                     "velocities[0].linear", "velocities[0].angular",
+                                                     "accelerations[0].linear", "accelerations[0].angular")))
+
+    def joint_state(self, t: float, positions, velocities, efforts) -> bytes:
+        return self._joint_state.encode((nanoseconds(t),), positions, velocities, efforts)
+
+    def effort(self, forces) -> bytes:
+        return self._effort.encode((), forces)
+
+    def pose(self, t: float, position, quaternion) -> bytes:
+        return self._pose.encode((nanoseconds(t),), position, quaternion)
+
+    def reference(self, t: float, pose, velocity, acceleration) -> bytes:
+        point = reference_point_from_euler(pose, velocity, acceleration)
+        return self._reference.encode((nanoseconds(t),), point.translation, point.rotation, point.linear_velocity,
+                                      point.angular_velocity, point.linear_acceleration, point.angular_acceleration)

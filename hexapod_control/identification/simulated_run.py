@@ -2,7 +2,7 @@
 
 The plant runs on its own parameters (the "true" drives to recover, its sensor model and loop
 delay from ``simulation``), the controller on the model's; the bag holds the topics the recorder
-records, written by the main job's ``write_record``, so ``hexapod_identify`` reads it like a bag
+records, written by the main job's ``RecordWriter``, so ``hexapod_identify`` reads it like a bag
 recorded on the robot. Used by the tests and the benchmark, and by anyone checking the
 identification on a simulator before a robot run.
 """
@@ -16,7 +16,7 @@ import numpy as np
 from hexapod_control.bags import BagWriter
 from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.trajectories import make_trajectory
-from hexapod_control.main_job import write_record
+from hexapod_control.main_job import RecordWriter
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import HexapodParameters
 from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
@@ -53,10 +53,11 @@ def record_simulated_run(
     writer = BagWriter(Path(bag_path), storage or model_parameters.recording.storage)
     for key in keys:
         writer.add_topic(TOPICS[key], MESSAGE_TYPES[key])
+    recorder = RecordWriter(writer, keys, model_parameters.ros)
     inner = plant.plant
     try:
         for record in loop.run(duration):
-            write_record(writer, set(keys), record, model_parameters.ros, controller)
+            recorder.write(record)
             if external_forces is not None:
                 push = external_forces(inner.time)
                 inner.set_external_forces(np.zeros(6) if push is None else push)

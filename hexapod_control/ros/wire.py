@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, Sequence
 
-from hexapod_control.bags.cdr import CDR_LITTLE_ENDIAN, ENCAPSULATION, Layout, joint_state_layout
+from hexapod_control.bags.cdr import CDR_LITTLE_ENDIAN, ENCAPSULATION, Layout, TemplateEncoder, joint_state_layout
 from hexapod_control.ros.conventions import time_from_stamp
 
 # A JointState of six joints with a short frame_id is a few hundred bytes; one this large is not
@@ -31,7 +31,6 @@ MAX_LAYOUT_BYTES = 2048
 # Beyond these a message is deserialized in full.
 MAX_LAYOUTS = 4
 _TIME = struct.Struct("<iI")
-NANOSECONDS = 1_000_000_000
 
 
 class JointStateFields(NamedTuple):
@@ -136,15 +135,8 @@ class JointStateWriter:
         joints = len(layout.info["names"])
         if not layout.info["position"] == layout.info["velocity"] == layout.info["effort"] == joints:
             raise ValueError(f"the template's position, velocity and effort must each hold {joints} values")
-        self._buffer = bytearray(template)
-        self._stamp = layout.times["stamp"]
-        self._offsets = tuple(layout.float64[name][0] for name in ("position", "velocity", "effort"))
-        self._pack = struct.Struct(f"<{joints}d").pack_into
+        self._encoder = TemplateEncoder(template, layout, ("stamp",), ("position", "velocity", "effort"))
 
     def message(self, stamp_nanoseconds: int, positions, velocities, efforts) -> bytes:
         """The serialized message stamped ``stamp_nanoseconds`` (ROS time) with these values."""
-        buffer, pack = self._buffer, self._pack
-        _TIME.pack_into(buffer, self._stamp, *divmod(stamp_nanoseconds, NANOSECONDS))
-        for offset, values in zip(self._offsets, (positions, velocities, efforts)):
-            pack(buffer, offset, *values)
-        return bytes(buffer)
+        return self._encoder.encode((stamp_nanoseconds,), positions, velocities, efforts)

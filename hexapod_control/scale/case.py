@@ -32,7 +32,7 @@ from hexapod_control.control import margins
 from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.safety import SupervisorState
 from hexapod_control.control.trajectories import HoldTrajectory, home_pose, make_trajectory
-from hexapod_control.main_job import loop_delay_words, write_record
+from hexapod_control.main_job import RecordWriter, loop_delay_words
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.kinematics import POSE_NAMES
 from hexapod_control.model.parameters import HexapodParameters, load_parameters
@@ -220,11 +220,12 @@ def _run(case: Case, bag: Path | None) -> dict:
     criterion = case.stability
     metrics = RowMetrics(controller_params.limits.actuator_force_max, plant.dt, criterion.window)
     writer = None if bag is None else open_bag(bag, case, controller_params, plant_params)
+    recorder = None if writer is None else RecordWriter(writer, controller_params.recording.topics, controller_params.ros)
     try:
         for record in loop.run(case.duration):
             metrics.add(record)
-            if writer is not None:
-                write_record(writer, set(controller_params.recording.topics), record, controller_params.ros, case.controller)
+            if recorder is not None:
+                recorder.write(record)
     finally:
         if writer is not None:
             writer.close()
