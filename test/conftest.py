@@ -51,9 +51,11 @@ DDS = (
     "test_main_job.py::test_direct_transport_records_what_the_ros_stack_records",
     "test_nodes_stack.py::test_closed_loop_tracks_the_joint_space_trajectory",
     "test_nodes_stack.py::test_lockstep_runs_are_identical",
+    "test_benchmarks.py::test_the_benchmark_over_dds_runs_to_its_table",
 )
 LAUNCH = ("test_launch_hardware.py", "test_launch_simulation.py")
 SLOW = (
+    "test_benchmarks.py",
     "test_compiled_step.py",
     "test_stack_when_late.py",
     "test_examples.py",
