@@ -6,8 +6,8 @@ through its methods (start, stop, move_to, the first measured pose), and each is
 happens: a move is checked along its path by inverse kinematics (``SmoothMove``), so sampling it
 at 1 kHz needs no further check. The selected trajectory is built and checked along its path once,
 when the player is made (``make_trajectory``): a trajectory that leaves the limits is refused at
-start-up, and ``start``, which a node runs between two joint states, costs no more than a move. The trajectory node and the one-process robot stack are shells
-around it.
+start-up, and ``start``, which a node runs between two joint states, costs no more than a move.
+The trajectory node and the one-process robot stack are shells around it.
 """
 
 from __future__ import annotations
