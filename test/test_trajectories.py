@@ -14,6 +14,7 @@ from hexapod_control import (
 from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.trajectories import (
     CheckedTrajectory,
+    ExcitationTrajectory,
     HoldTrajectory,
     JointSpaceTrajectory,
     JointTrajectoryImage,
@@ -266,13 +267,21 @@ def peak_slider_speed_by_ik(model, trajectory, times):
     return max(float(np.max(np.abs(central_difference(joints, t)))) for t in times)
 
 
-@pytest.mark.parametrize("name", ["operational_space", "joint_space", "excitation"])
-def test_the_shipped_trajectories_pass_their_check_when_built(model, name):
-    """Each samples as the unchecked trajectory it wraps (the check changes nothing it returns)."""
-    checked = make_trajectory(name, model)
+@pytest.mark.parametrize("name, unchecked", [
+    ("operational_space", OperationalSpaceTrajectory.from_model),
+    ("joint_space", JointTrajectoryImage.from_model),
+    ("excitation", lambda model: JointTrajectoryImage(ExcitationTrajectory.from_model(model), model)),
+])
+def test_the_shipped_trajectories_pass_their_check_and_sample_as_if_never_checked(model, name, unchecked):
+    """The check samples a path of its own: what make_trajectory returns gives, bit for bit, what
+    the same trajectory built without a check gives (an image's FK warm start starts from home)."""
+    checked, plain = make_trajectory(name, model), unchecked(model)
     assert isinstance(checked, CheckedTrajectory)
     for t in SAMPLE_TIMES:
-        np.testing.assert_array_equal(checked.sample(t).pose, checked.trajectory.sample(t).pose)
+        sample, expected = checked.sample(t), plain.sample(t)
+        np.testing.assert_array_equal(sample.pose, expected.pose)
+        np.testing.assert_array_equal(sample.velocity, expected.velocity)
+        np.testing.assert_array_equal(sample.acceleration, expected.acceleration)
 
 
 def test_the_check_refuses_a_feed_forward_speed_over_the_limit_as_a_dense_grid_finds_it(tmp_path):
