@@ -26,7 +26,7 @@ from hexapod_control.bags.contents import MessageBlock
 
 ENCAPSULATION = 4  # bytes of the CDR encapsulation header
 _UINT32 = struct.Struct("<I")
-_TIME = struct.Struct("<iI")  # builtin_interfaces Time/Duration: int32 sec, uint32 nanosec
+TIME = struct.Struct("<iI")  # builtin_interfaces Time/Duration: int32 sec, uint32 nanosec
 NANOSECONDS = 1_000_000_000
 CDR_LITTLE_ENDIAN = 1  # its byte 1
 # New layouts a block may introduce before the rest of its messages are decoded one by one, and the
@@ -329,7 +329,7 @@ class TemplateEncoder:
         each in the order their fields were named."""
         buffer = self._buffer
         for offset, nanoseconds in zip(self._times, times):
-            _TIME.pack_into(buffer, offset, *divmod(nanoseconds, NANOSECONDS))
+            TIME.pack_into(buffer, offset, *divmod(nanoseconds, NANOSECONDS))
         for (offset, pack), field_values in zip(self._float64, values):
             pack(buffer, offset, *field_values)
         return bytes(buffer)

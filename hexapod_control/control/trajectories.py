@@ -95,7 +95,7 @@ def ramp_settled_time(ramp_rate: float) -> float:
     return (RAMP_SETTLED / ramp_rate) ** (1.0 / 3.0)
 
 
-def check_times(ramp_rate: float, period: float, fastest: float) -> np.ndarray:
+def ramped_check_times(ramp_rate: float, period: float, fastest: float) -> np.ndarray:
     """Instants [s] at which a ramped periodic trajectory is checked: the ramp and one ``period``
     after it, ``CHECK_SAMPLES_PER_PERIOD`` samples per period of the ``fastest`` of its angular
     frequencies and of the ramp's own rate kappa^(1/3)."""
@@ -209,10 +209,10 @@ class OperationalSpaceTrajectory:
         return Reference(t, pose, velocity, acceleration)
 
     def check_times(self) -> np.ndarray:
-        """The instants at which it is checked against the limits (:func:`check_times`): every axis
-        repeats with the one period 2 pi / omega."""
+        """The instants at which it is checked against the limits (:func:`ramped_check_times`):
+        every axis repeats with the one period 2 pi / omega."""
         omega = abs(self.settings.angular_frequency)
-        return check_times(self.settings.ramp_rate, 2.0 * math.pi / omega if omega else 0.0, omega)
+        return ramped_check_times(self.settings.ramp_rate, 2.0 * math.pi / omega if omega else 0.0, omega)
 
 
 # ---------------------------------------------------------------------------------------- 6.82
@@ -244,12 +244,12 @@ class JointSpaceTrajectory:
         )
 
     def check_times(self, where: str) -> np.ndarray:
-        """The instants at which it is checked against the limits (:func:`check_times`): the ramp and
-        the common period of the moving sliders; ParameterError naming ``where`` (the frequencies'
-        key) when they have none."""
+        """The instants at which it is checked against the limits (:func:`ramped_check_times`): the
+        ramp and the common period of the moving sliders; ParameterError naming ``where`` (the
+        frequencies' key) when they have none."""
         moving = [omega for omega, amplitude in zip(self._omegas, self._amplitudes) if amplitude != 0.0]
         fastest = max((abs(omega) for omega in moving), default=0.0)
-        return check_times(self.settings.ramp_rate, common_period(moving, where), fastest)
+        return ramped_check_times(self.settings.ramp_rate, common_period(moving, where), fastest)
 
 
 class ExcitationTrajectory:

@@ -21,7 +21,14 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, Sequence
 
-from hexapod_control.bags.cdr import CDR_LITTLE_ENDIAN, ENCAPSULATION, Layout, TemplateEncoder, joint_state_layout
+from hexapod_control.bags.cdr import (
+    CDR_LITTLE_ENDIAN,
+    ENCAPSULATION,
+    TIME,
+    Layout,
+    TemplateEncoder,
+    joint_state_layout,
+)
 from hexapod_control.ros.conventions import time_from_stamp
 
 # A JointState of six joints with a short frame_id is a few hundred bytes; one this large is not
@@ -30,7 +37,6 @@ MAX_LAYOUT_BYTES = 2048
 # Layouts kept: a driver has one; another frame_id or an effort field that comes and goes adds one.
 # Beyond these a message is deserialized in full.
 MAX_LAYOUTS = 4
-_TIME = struct.Struct("<iI")
 
 
 class JointStateFields(NamedTuple):
@@ -115,7 +121,7 @@ class JointStateWire:
         return shape
 
     def _fields(self, shape: _Shape, data: bytes) -> JointStateFields:
-        sec, nanosec = _TIME.unpack_from(data, shape.stamp)
+        sec, nanosec = TIME.unpack_from(data, shape.stamp)
         numbers, offsets = shape.numbers, shape.offsets
         effort = numbers["effort"]
         return JointStateFields(
