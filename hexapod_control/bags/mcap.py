@@ -22,6 +22,7 @@ import yaml
 
 from hexapod_control.bags.contents import BagContents, MessageBlock, one_line
 from hexapod_control.errors import BagError
+from hexapod_control.model.parameters import safe_load_yaml
 
 MAGIC = b"\x89MCAP0\r\n"
 # Record opcodes (https://mcap.dev/spec#records).
@@ -236,7 +237,7 @@ def custom_data_of(document) -> dict[str, str]:
     none or is unreadable."""
     if isinstance(document, str):
         try:
-            document = yaml.load(document, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            document = safe_load_yaml(document)
         except yaml.YAMLError:
             return {}
     # metadata.yaml wraps the fields in rosbag2_bagfile_information; the copy inside MCAP does not.

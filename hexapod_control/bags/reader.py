@@ -19,9 +19,9 @@ from hexapod_control.bags.contents import STORAGE_SUFFIXES, BagContents, BlockCo
 from hexapod_control.bags.mcap import custom_data_of, read_mcap, read_mcap_metadata
 from hexapod_control.bags.sqlite import read_sqlite3
 from hexapod_control.errors import BagError
+from hexapod_control.model.parameters import safe_load_yaml
 
 METADATA_FILE = "metadata.yaml"
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, where installed: many times faster
 
 
 def _split_order(path: Path) -> tuple:
@@ -77,7 +77,7 @@ def _directory_metadata(path: Path, contents: BagContents) -> dict[str, str]:
         contents.notes.append(f"no {METADATA_FILE} (the recorder did not close the bag): read the storage files directly")
         return {}
     try:
-        document = yaml.load(metadata.read_text(), Loader=SAFE_LOADER)
+        document = safe_load_yaml(metadata.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         contents.notes.append(f"{METADATA_FILE} unreadable ({one_line(error)}): read the storage files directly")
         return {}
@@ -90,7 +90,7 @@ def read_custom_data(path) -> dict[str, str]:
     path = Path(path)
     if path.is_dir() and (path / METADATA_FILE).exists():
         try:
-            return custom_data_of(yaml.load((path / METADATA_FILE).read_text(), Loader=SAFE_LOADER))
+            return custom_data_of(safe_load_yaml((path / METADATA_FILE).read_text()))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             return {}
     files = _storage_files(path) if path.is_dir() else [path] if path.suffix == ".mcap" else []

@@ -15,7 +15,7 @@ from typing import Mapping, Optional
 import yaml
 
 from hexapod_control.errors import ParameterError
-from hexapod_control.model.parameters import ROOT_KEY, HexapodParameters, parameters_from_mapping
+from hexapod_control.model.parameters import ROOT_KEY, HexapodParameters, parameters_from_mapping, safe_load_yaml
 
 PREFIX = "hexapod."  # custom_data keys of this package: hexapod.<field>
 
@@ -49,7 +49,7 @@ class RunInfo:
             return None
         source = f"{bag_label} (custom_data {PREFIX}parameters, recorded from {self.parameters_file or 'an unnamed file'})"
         try:
-            document = yaml.safe_load(self.parameters)
+            document = safe_load_yaml(self.parameters)
         except yaml.YAMLError as error:
             raise ParameterError(f"{source}: not valid YAML: {' '.join(str(error).split())}") from None
         return parameters_from_mapping(document, source=source)
