@@ -38,13 +38,15 @@ def pytest_configure(config):
         sys.path.insert(0, str(ros_environment.REPO_ROOT))
 
 
-# Test tiers, registered as markers in setup.cfg: every test is unit, dds or launch, and the ones
-# listed in SLOW are slow instead of unit (or on top of dds); `pytest -m unit` runs the fast tier.
+# Test tiers, registered as markers in setup.cfg: every test is unit, dds or launch, and a slow one
+# is slow instead of unit (or on top of dds); `pytest -m unit` runs the fast tier, in under a minute.
 # A test is dds when it uses an rclpy context (the `context` fixture, directly or through another
 # fixture) or is listed in DDS (it makes its own context); launch when its file is a
-# launch_testing file; slow when it is a Hypothesis property test (hundreds of generated cases) or
-# listed in SLOW (long simulations, compiling, whole commands). Entries are file names or
-# "file::test name" (all its parametrisations).
+# launch_testing file. It is slow when it is a Hypothesis property test (hundreds of generated
+# cases), when its file is listed in SLOW, or when it carries `@pytest.mark.slow` itself: a test
+# that takes half a second or more (long simulations, closed loops, compiling, subprocesses,
+# whole commands) on this project's 2-core machine. Entries are file names or "file::test name"
+# (all its parametrisations).
 TIERS = ("unit", "dds", "launch", "slow")
 DDS = (
     "test_inverse_dynamics_node.py",
@@ -55,25 +57,19 @@ DDS = (
 )
 LAUNCH = ("test_launch_hardware.py", "test_launch_simulation.py")
 SLOW = (
+    "test_architecture.py",
     "test_benchmarks.py",
     "test_compiled_step.py",
     "test_stack_when_late.py",
     "test_examples.py",
-    "test_main_job.py",
-    "test_mujoco_closed_loop.py",
     "test_identification.py",
+    "test_identification_lead_screw.py",
+    "test_main_job.py",
     "test_margins.py",
+    "test_mujoco_closed_loop.py",
+    "test_quanser_board.py",
     "test_rates.py",
     "test_evaluation_report_html.py",
-    "test_compiled_dynamics.py::test_setup_builds_the_library_and_load_prefers_it",
-    "test_compiled_dynamics.py::test_concurrent_processes_compile_once",
-    "test_dynamics.py::test_generated_code_is_up_to_date",
-    "test_assembly_modes.py::test_random_admissible_q",
-    "test_control_cycle.py::test_equal_to_python_along_the_trajectory",
-    "test_controllers.py::test_tracks_the_experiments_trajectory_from_home",
-    "test_controllers.py::test_model_mismatch_stays_stable_and_bounded",
-    "test_evaluation.py::test_evaluate_cli_two_bags_comparison",
-    "test_evaluation.py::test_replay_cli",
 )
 
 
@@ -91,7 +87,7 @@ def tiers_of(item) -> list[str]:
     else:
         kind = "unit"
     generated = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
-    if not (generated or _listed(item, SLOW)):
+    if not (generated or _listed(item, SLOW) or item.get_closest_marker("slow") is not None):
         return [kind]
     return ["slow"] if kind == "unit" else [kind, "slow"]  # a long test is never in the fast tier
 

@@ -146,6 +146,7 @@ def test_lead_screw_slope_is_the_derivative_of_the_dry_friction():
         np.testing.assert_allclose(drives.coulomb_slope(qd), numeric, rtol=1e-5, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_power_balance_with_friction():
     """Along (6.82): work of the forces = change of K + U (rotors included) + heat of the friction.
 
@@ -188,6 +189,7 @@ def test_power_balance_with_friction():
     assert error < 1e-13  # 2.0e-15 measured
 
 
+@pytest.mark.slow
 def test_simulated_energy_balance_with_friction():
     """The embedded plant (RK4) under constant forces: K + U - tau.q + heat stays constant."""
     drives = dict(UNEVEN, coulomb_smoothing_speed=0.05)  # smooth enough for an explicit RK4 at 0.25 ms
@@ -305,6 +307,7 @@ def lockstep_errors(plant_parameters, model_parameters, controller, gain_set, du
 TRACKING_DURATION = 2.0  # [s] of (6.82): the ramp (s = 0.9997 at 2 s) and a period of its fastest sliders
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lead_screw", [False, True], ids=["symmetric", "lead_screw"])
 def test_computed_torque_compensates_the_drives(lead_screw):
     """On the plant with drives, computed torque with the drives in its model tracks as on the rigid plant."""
@@ -387,6 +390,7 @@ def test_smallest_reflected_inertia_for_the_thesis_gains(delay):
     assert (DRIVES.actuators.reflected_inertia[0] > smallest) == (delay <= 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay", [0, 1])
 def test_thesis_gains_in_simulation_either_side_of_the_smallest_inertia(delay):
     """The nonlinear 1 kHz loop on the embedded plant: 10 % below the bound the forces ring, 10 %

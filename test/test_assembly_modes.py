@@ -181,6 +181,7 @@ def test_validation_parameter_set(model):
 
 
 # --------------------------------------------------------------------------- random q
+@pytest.mark.slow
 def test_random_admissible_q(model):
     rng = np.random.default_rng(20240611)
     for _ in range(25):

@@ -94,6 +94,7 @@ def test_an_unknown_verb_is_refused_naming_the_verbs(capsys):
     assert command.main([]) == 2
 
 
+@pytest.mark.slow
 def test_the_shared_options_are_declared_once():
     """--params, --topic and -o are declared by hexapod_control.options, not by each command."""
     declared = {}

@@ -330,6 +330,7 @@ CONCURRENT_LOAD = """
 """
 
 
+@pytest.mark.slow
 def test_concurrent_processes_compile_once(c_terms, tmp_path):
     """A cold launch: several processes need the library at once; the lock lets one compile."""
     compiler, runs = make_fake_compiler(c_terms, tmp_path, pause=1.0)
@@ -380,6 +381,7 @@ def test_an_unusable_cache_leaves_no_directory_behind(c_terms, tmp_path, monkeyp
 
 
 # ----------------------------------------------------------------------------- built at install
+@pytest.mark.slow
 def test_setup_builds_the_library_and_load_prefers_it(tmp_path, monkeypatch):
     """setup.py's build_ext (what pip install and colcon build run) makes the library load() uses first."""
     compiler = compiled.default_compiler()
@@ -455,6 +457,7 @@ FALLBACK_SCRIPT = """
 """
 
 
+@pytest.mark.slow
 def test_auto_falls_back_to_python_with_one_warning(tmp_path):
     result = run_python(FALLBACK_SCRIPT, tmp_path, CC="/nonexistent/cc", HEXAPOD_DYNAMICS_BACKEND="auto")
     assert result.returncode == 0, result.stderr
@@ -465,6 +468,7 @@ def test_auto_falls_back_to_python_with_one_warning(tmp_path):
     assert "/nonexistent/cc" in warnings[0]
 
 
+@pytest.mark.slow
 def test_python_backend_never_runs_the_compiler(tmp_path):
     result = run_python(FALLBACK_SCRIPT, tmp_path, CC="/nonexistent/cc", HEXAPOD_DYNAMICS_BACKEND="python")
     assert result.returncode == 0, result.stderr
@@ -472,6 +476,7 @@ def test_python_backend_never_runs_the_compiler(tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.slow
 def test_forcing_c_without_a_compiler_is_an_error(tmp_path):
     result = run_python(FALLBACK_SCRIPT, tmp_path, CC="/nonexistent/cc", HEXAPOD_DYNAMICS_BACKEND="c")
     assert result.returncode != 0 and "CompilationError: no C compiler" in result.stderr

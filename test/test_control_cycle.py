@@ -159,6 +159,7 @@ def run_side_by_side(controllers, model, trajectory, times, states):
 
 
 # ------------------------------------------------------------------------------------ regular cycles
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CONTROLLER_NAMES)
 def test_equal_to_python_along_the_trajectory(cycle_library, name):
     model = HexapodModel(parameters())
@@ -171,6 +172,7 @@ def test_equal_to_python_along_the_trajectory(cycle_library, name):
     assert cycle.finished == len(times) and not cycle.deferred  # every cycle was the C code's
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CONTROLLER_NAMES)
 def test_equal_to_python_at_jittered_periods(cycle_library, name):
     """Joint states 0.5-1.5 periods apart, and gaps of 5-30 periods (states dropped in a burst):
@@ -187,6 +189,7 @@ def test_equal_to_python_at_jittered_periods(cycle_library, name):
     assert controllers[0]._cycle.finished == len(times)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CONTROLLER_NAMES)
 def test_equal_to_python_while_saturated(cycle_library, name):
     """A force limit half the cycles cross: clamping and, for the double loop, the conditional
@@ -201,6 +204,7 @@ def test_equal_to_python_while_saturated(cycle_library, name):
     assert controllers[0]._cycle.finished == len(times)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CONTROLLER_NAMES)
 def test_equal_to_python_with_damped_least_squares(cycle_library, name):
     """damping_threshold above the workspace's conditioning (0.13 at home): every cycle damped in C."""
@@ -345,6 +349,7 @@ SELECTION_SCRIPT = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("environment", "expected"),
     [
@@ -360,6 +365,7 @@ def test_the_environment_selects_the_cycle(cycle_library, environment, expected)
     assert result.stdout.split() == [expected]
 
 
+@pytest.mark.slow
 def test_an_unknown_cycle_choice_is_rejected():
     with pytest.raises(ValueError, match="HEXAPOD_CONTROL_CYCLE='fortran'"):
         compiled_cycle.cycle_library("fortran")

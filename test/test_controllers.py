@@ -234,6 +234,7 @@ MISMATCH_BOUNDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["double_loop", "computed_torque"])
 def test_tracks_the_experiments_trajectory_from_home(nominal_runs, name):
     run = tracking_run(nominal_runs, name, nominal_parameters(), TRACKING_DURATION)
@@ -252,6 +253,7 @@ def test_tracks_the_experiments_trajectory_from_home(nominal_runs, name):
     assert all(status == ControlStatus.OK for status in run.statuses)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["double_loop", "computed_torque"])
 def test_model_mismatch_stays_stable_and_bounded(nominal_runs, name):
     """Controller on hexapod.yaml, plant on hexapod_validation.yaml (other L, masses, inertias)."""
@@ -271,6 +273,7 @@ def test_model_mismatch_stays_stable_and_bounded(nominal_runs, name):
     assert Run.rms(run.true_position_error) == pytest.approx(z_offset, rel=0.1)
 
 
+@pytest.mark.slow
 def test_computed_torque_tracks_the_image_of_the_joint_trajectory():
     """The validation trajectory (6.82), mapped to xi through FK and J_A, is trackable too."""
     parameters = nominal_parameters()
@@ -315,6 +318,7 @@ def anti_windup_step(anti_windup):
     return run, overshoot, target
 
 
+@pytest.mark.slow
 def test_anti_windup_keeps_the_integrator_bounded_and_limits_overshoot():
     windup, windup_overshoot, _ = anti_windup_step("none")
     run, overshoot, target = anti_windup_step("conditional_integration")

@@ -83,6 +83,7 @@ def test_a_reset_with_velocity_starts_on_the_constrained_motion():
     np.testing.assert_allclose(plant.joint_positions(), MODEL.home_q + 10 * plant.dt * qd, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("controller_name", CONTROLLER_NAMES)
 @pytest.mark.parametrize("delay", [0, 1, 2])
 def test_both_controllers_track_on_dart_with_delay(controller_name, delay):

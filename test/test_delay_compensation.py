@@ -116,6 +116,7 @@ def test_the_horizon_follows_the_stamps_not_the_nominal_rate():
 
 
 # ------------------------------------------------------------------------------------------ estimate
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["embedded", "mujoco"])
 @pytest.mark.parametrize("delay", [0, 1, 2, 3, 5])
 def test_the_estimator_finds_the_plants_delay_from_the_start(backend, delay):
@@ -126,6 +127,7 @@ def test_the_estimator_finds_the_plants_delay_from_the_start(backend, delay):
     assert np.all(run.delays[delay + 1:] == delay)  # from step d + 1 on (the first force's arrival)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay", [0, 2, 3])
 def test_with_the_drives_friction_the_estimate_is_exact_and_the_loop_tracks(delay):
     """The drives' Coulomb friction is stiff near rest (F_c / v_s): taken implicitly over a period,
@@ -138,12 +140,14 @@ def test_with_the_drives_friction_the_estimate_is_exact_and_the_loop_tracks(dela
     assert run.settled_position_rms < 1e-6
 
 
+@pytest.mark.slow
 def test_with_jitter_the_estimate_stays_within_the_delays_that_occur():
     run = track("embedded", "computed_torque", 2, jitter=1.0, drop=0.05, duration=1.0)
     assert run.ok and set(run.delays[3:].tolist()) <= {2, 3}
 
 
 # ------------------------------------------------------------------------------------------ closed loop
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["embedded", "mujoco"])
 @pytest.mark.parametrize("controller_name", CONTROLLER_NAMES)
 @pytest.mark.parametrize("delay", [1, 2, 3])
@@ -161,6 +165,7 @@ def test_both_controllers_track_under_delay_and_fail_without_compensation(backen
         assert bare.saturated > SATURATED_WITHOUT or bare.failure, bare
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["embedded", "mujoco"])
 @pytest.mark.parametrize("controller_name", CONTROLLER_NAMES)
 def test_jitter_and_lost_commands_do_not_break_the_compensated_loop(backend, controller_name):
@@ -175,6 +180,7 @@ def test_jitter_and_lost_commands_do_not_break_the_compensated_loop(backend, con
     assert bare.saturated > SATURATED_WITHOUT or bare.failure, bare
 
 
+@pytest.mark.slow
 def test_the_compensated_double_loop_is_the_delay_free_one():
     """Exact model, exact prediction: at 3 periods the double loop tracks as with none (within 2 %)."""
     free = track("embedded", "double_loop", 0, compensated=False)

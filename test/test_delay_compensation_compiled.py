@@ -138,6 +138,7 @@ def run_side_by_side(controllers, times, states, reference_at, rng):
             controller.commanded(t, sent)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("drives", PARAMETER_SETS)
 @pytest.mark.parametrize("delay", [1, 2, 3])
 def test_along_the_trajectory_the_c_core_answers_as_the_numpy_code(drives, delay):
@@ -151,6 +152,7 @@ def test_along_the_trajectory_the_c_core_answers_as_the_numpy_code(drives, delay
     assert core.finished == {"measure": STEPS, "applied_force": STEPS - 1, "predict": STEPS} and not core.deferred
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("drives", PARAMETER_SETS)
 @pytest.mark.parametrize("delay", [1, 2, 3])
 def test_at_random_states_near_home_the_c_core_answers_as_the_numpy_code(drives, delay):
@@ -263,6 +265,7 @@ def test_drives_with_the_lead_screw_terms_run_the_numpy_core():
 
 
 # ------------------------------------------------------------------------------------------ closed loop
+@pytest.mark.slow
 @pytest.mark.parametrize("drives", PARAMETER_SETS)
 @pytest.mark.parametrize("controller_name", CONTROLLER_NAMES)
 def test_a_closed_loop_with_the_c_core_is_the_numpy_one(drives, controller_name):

@@ -81,6 +81,7 @@ def run(told: bool, effort: bool = False, parameters=FAST_RAMP, plant_parameters
     return errors, np.array(estimates)
 
 
+@pytest.mark.slow
 def test_told_when_each_answer_went_out_the_prediction_is_exact():
     errors, _ = run(told=True)
     assert errors.max() < 1e-14  # [m] as on time (test_delay_compensation.py)
@@ -88,6 +89,7 @@ def test_told_when_each_answer_went_out_the_prediction_is_exact():
     assert untold.max() > 1e-9  # the same run without the publication times mispredicts
 
 
+@pytest.mark.slow
 def test_the_measured_effort_names_the_delay_despite_a_wrong_model():
     """The plant's drives have rotor inertia and friction the controller's model lacks: through the
     model the force that acted is wrong, the drives' own measurement of it is not."""

@@ -106,6 +106,7 @@ def assert_loops_closed(robot, pairs):
 
 
 # ------------------------------------------------------------------------------------------ kinematics
+@pytest.mark.slow
 @pytest.mark.parametrize("parameters_file", PARAMETER_FILES)
 def test_description_with_the_joint_state_puts_the_platform_at_fk_and_closes_every_loop(yourdfpy, parameters_file):
     parameters = load_parameters(CONFIG / parameters_file)

@@ -47,6 +47,7 @@ def repository_text_files() -> list[Path]:
     return [path for path in names if path.is_file() and path.suffix not in binary]
 
 
+@pytest.mark.slow
 def test_the_docs_build_with_warnings_as_errors(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("myst_parser")

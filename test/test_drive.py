@@ -88,6 +88,7 @@ def test_calibration_zeroes_a_slider_only_while_it_pushes_on_its_stop_at_the_cur
     assert np.any(np.abs(np.array(pushes[1:-settle])) < limit * (1 - 1e-9))  # the slow move itself pushed less
 
 
+@pytest.mark.slow
 def test_no_command_yet_means_zero_force_and_the_platform_sinks_to_its_stops(rig):
     rig.tick(2000)
     assert rig.core.state is DriveState.ENABLED
@@ -137,6 +138,7 @@ def test_a_slider_faster_than_the_speed_limit_gets_no_force_along_its_motion(rig
     pytest.fail("the slider never exceeded the speed limit")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("slider", [0, 5])
 def test_an_amplifier_fault_latches_safe_until_the_operator_resets(rig, slider):
     rig.command([5.0] * 6)
@@ -204,6 +206,7 @@ def test_sliders_of_a_side_closer_than_the_separation_latch():
     assert q[4] + q[5] < 0.38
 
 
+@pytest.mark.slow
 def test_a_command_sent_before_the_fault_is_not_applied_after_the_reset(rig):
     rig.command([50.0] * 6)
     rig.board.inject_amplifier_fault(0)

@@ -516,6 +516,7 @@ def test_parameters_are_runtime_inputs():
     assert np.abs(taller - base).max() > 1e-3
 
 
+@pytest.mark.slow
 def test_generated_code_is_up_to_date(generation_sympy):
     """Regenerating the dynamics changes neither dynamics_terms.py nor its C twin dynamics_terms.c.
 

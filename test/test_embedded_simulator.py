@@ -66,6 +66,7 @@ def test_work_of_the_forces_equals_the_energy_change():
     assert largest_drift < 3e-9 * kinetic_scale  # 6.3e-12 J (9.7e-10 of the scale) measured
 
 
+@pytest.mark.slow
 def test_open_loop_inverse_dynamics_reproduces_the_thesis_trajectory():
     plant = simulator(integrator="rk4")
     model = HexapodModel(plant.parameters)

@@ -250,6 +250,7 @@ def dynamic_run(duration: float = 0.3):
     return SyntheticRun(t, refs, q, qd, forces, np.zeros((t.size, 6))), gravity
 
 
+@pytest.mark.slow
 def test_model_check_residual(tmp_path):
     motion, gravity = dynamic_run()
     check_settings = settings(model_check_stride=1)
@@ -304,6 +305,7 @@ def test_replay_reproduces_the_recorded_controller(run, tmp_path, name):
     assert np.max(replay_run(data, PARAMETERS, other, "latest").max_difference) > 1.0  # the comparison discriminates
 
 
+@pytest.mark.slow
 def test_replay_cli(tmp_path, capsys):
     """The CLI on a bag recorded from computed torque: every sample compared, differences ~0; the
     output folder follows the evaluation's rule and is not written over without --force."""
@@ -326,6 +328,7 @@ def test_replay_cli(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------------------ CLI
+@pytest.mark.slow
 def test_evaluate_cli_two_bags_comparison(run, bag, tmp_path, capsys):
     """Two runs in one report: Table 1 (per run and axis) holds the imposed errors' statistics, in
     the CSV to every digit; figures as PNG and SVG, print-sized; report.md and report.html."""

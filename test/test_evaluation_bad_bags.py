@@ -124,6 +124,7 @@ def test_unsorted_and_duplicated_stamps(run, tmp_path):
         assert f"{topic}: {len(repeated)} duplicated stamp(s): kept the first message of each" in data.notes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
 def test_truncated_bag(run, tmp_path, capsys, storage):
     bag = write_bag(tmp_path / storage, run, storage=storage)

@@ -408,6 +408,7 @@ def test_a_killed_commanding_process_leads_to_zero_force_within_the_timeout(list
     assert all(state[3] == (0.0,) * 6 for state in listener.states[zero:])
 
 
+@pytest.mark.slow
 def test_the_executable_refuses_a_rate_that_does_not_divide_the_plant_rate():
     result = subprocess.run(
         [sys.executable, "-m", "hexapod_control.ros.fake_driver", "--ros-args", "-p", f"rate:={RATE * 0.3}"],
@@ -418,6 +419,7 @@ def test_the_executable_refuses_a_rate_that_does_not_divide_the_plant_rate():
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("board", "params_file", "named"), [
     ("simulated", default_parameters_path(), "hexapod.board: missing section"),
     ("quanser", default_parameters_path("quanser_board.example.yaml"), "quanser.hardware"),

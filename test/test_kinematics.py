@@ -209,6 +209,7 @@ def test_oracle_passive_acceleration_bias_matches_finite_differences(model):
         np.testing.assert_allclose(bias, expected, rtol=0, atol=ORACLE_BIAS_TOLERANCE)
 
 
+@pytest.mark.slow
 def test_selected_mode_is_continuous_along_the_thesis_trajectory():
     model = fresh_model()
     tracking = model.create_state()  # warm-started from each solution, as a 1 kHz loop runs

@@ -224,6 +224,7 @@ def test_accelerations_agree_with_the_model_inverse_dynamics():
         )
 
 
+@pytest.mark.slow
 def test_open_loop_inverse_dynamics_follows_trajectory_682():
     """Fed the model's forces for (6.82) (zero-order hold), MuJoCo follows it without feedback."""
     parameters = validation()

@@ -628,6 +628,7 @@ def test_bad_parameters_stop_a_node_with_the_key_named(context, tmp_path):
             Parameter("params_file", value=variant_file(tmp_path, {"watchdog_period": 1.0}))])
 
 
+@pytest.mark.slow
 def test_node_executable_exits_with_the_key_named(tmp_path):
     bad_file = variant_file(tmp_path, edit=_negative_gain)
     result = subprocess.run(

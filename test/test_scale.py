@@ -63,6 +63,7 @@ def test_a_bad_spec_names_the_file_and_the_key(tmp_path):
         cases_of(tmp_path, controllers=[{"name": "pid"}])
 
 
+@pytest.mark.slow
 def test_a_case_gives_the_same_row_again_with_noise_jitter_and_drops(tmp_path):
     case = cases_of(tmp_path, controllers=[{"name": "double_loop"}], trajectory="joint_space", duration=0.2,
                     grid={"loop_delay": [1]},
@@ -75,6 +76,7 @@ def test_a_case_gives_the_same_row_again_with_noise_jitter_and_drops(tmp_path):
     assert other["rms_x"] != first["rms_x"]  # the seed reaches the noise and the transport
 
 
+@pytest.mark.slow
 def test_the_quasi_static_error_of_computed_torque_under_a_gravity_mismatch_is_kp_inverse_ja_m_inverse_dg(tmp_path):
     """At rest tau = M_bar J_A^-1 K_P e + g_model balances g_plant: e = K_P^-1 J_A M_bar^-1 (g_plant - g_model)."""
     plant_file = tmp_path / "heavier_gravity.yaml"
@@ -109,6 +111,7 @@ def test_a_payload_adds_to_the_gravity_load_in_proportion_to_its_mass():
     assert heavier.geometry.platform_com_offset * heavier.bodies.platform.mass == pytest.approx(first_moment)
 
 
+@pytest.mark.slow
 def test_a_row_agrees_with_the_evaluation_of_the_bag_it_records(tmp_path):
     case = cases_of(tmp_path, controllers=[{"name": "computed_torque", "gain_set": "robot"}], trajectory="joint_space",
                     duration=0.6, grid={"loop_delay": [1], "payload_mass": [1.0]})[0]
@@ -124,6 +127,7 @@ def test_a_row_agrees_with_the_evaluation_of_the_bag_it_records(tmp_path):
     assert float(np.max(metrics.forces.peak)) == pytest.approx(row["peak_force"], rel=1e-9)
 
 
+@pytest.mark.slow
 def test_a_sweep_on_local_ray_matches_the_cases_run_here_records_failures_and_agrees_with_the_margins(tmp_path):
     pytest.importorskip("ray")
     pyarrow_parquet = pytest.importorskip("pyarrow.parquet")
@@ -171,6 +175,7 @@ def test_a_map_axis_gives_each_value_its_cell_or_the_range_that_holds_it():
         assert abs(value - centre) <= 0.5 * width * (1 + 1e-9) + 5e-3 * abs(centre)  # labels carry 3 digits
 
 
+@pytest.mark.slow
 def test_bags_evaluated_one_per_task_give_one_report_with_every_bag_and_the_failures(tmp_path):
     from hexapod_control.evaluation.cli import SettingsOverrides
     from hexapod_control.scale.evaluate import comparison_report, evaluate_one

@@ -6,9 +6,10 @@ from types import SimpleNamespace
 import conftest
 
 
-def item(file: str, name: str, fixtures=(), generated=False):
+def item(file: str, name: str, fixtures=(), generated=False, marks=()):
     function = SimpleNamespace(is_hypothesis_test=True) if generated else SimpleNamespace()
-    return SimpleNamespace(path=Path("test") / file, name=name, fixturenames=list(fixtures), obj=function)
+    return SimpleNamespace(path=Path("test") / file, name=name, fixturenames=list(fixtures), obj=function,
+                           get_closest_marker=lambda mark: mark if mark in marks else None)
 
 
 def test_a_test_with_an_rclpy_context_is_dds_whatever_its_file():
@@ -29,6 +30,12 @@ def test_a_property_test_is_slow_not_unit_and_a_plain_one_is_unit():
     assert conftest.tiers_of(item("test_kinematics.py", "test_x", generated=True)) == ["slow"]
     assert conftest.tiers_of(item("test_kinematics.py", "test_x", fixtures=["context"], generated=True)) == ["dds", "slow"]
     assert conftest.tiers_of(item("test_kinematics.py", "test_x")) == ["unit"]
+
+
+def test_a_test_marked_slow_or_in_a_slow_file_leaves_the_unit_tier_and_keeps_dds():
+    assert conftest.tiers_of(item("test_kinematics.py", "test_x", marks=["slow"])) == ["slow"]
+    assert conftest.tiers_of(item("test_kinematics.py", "test_x", fixtures=["context"], marks=["slow"])) == ["dds", "slow"]
+    assert conftest.tiers_of(item(conftest.SLOW[0], "test_x")) == ["slow"]
 
 
 def test_every_tier_is_a_registered_marker():

@@ -267,6 +267,7 @@ def peak_slider_speed_by_ik(model, trajectory, times):
     return max(float(np.max(np.abs(central_difference(joints, t)))) for t in times)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, unchecked", [
     ("operational_space", OperationalSpaceTrajectory.from_model),
     ("joint_space", JointTrajectoryImage.from_model),
@@ -284,6 +285,7 @@ def test_the_shipped_trajectories_pass_their_check_and_sample_as_if_never_checke
         np.testing.assert_array_equal(sample.acceleration, expected.acceleration)
 
 
+@pytest.mark.slow
 def test_the_check_refuses_a_feed_forward_speed_over_the_limit_as_a_dense_grid_finds_it(tmp_path):
     """6.5 sped up by a factor a (omega a, kappa a^3: the pose at t is the original's at a t, so every
     speed scales by a) until its peak slider speed, found by differences of IK every 0.1 ms, is 5 %
@@ -310,6 +312,7 @@ def test_the_check_refuses_a_feed_forward_speed_over_the_limit_as_a_dense_grid_f
         make_trajectory("operational_space", over)
 
 
+@pytest.mark.slow
 def test_the_check_refuses_a_joint_path_out_of_the_travel_and_the_player_at_construction(tmp_path):
     """(6.82) with slider 1's amplitude c: q swings over home -/+ c, so the travel's lower end
     0.02 m allows c up to 0.1565 m. The player builds its trajectory once, so it refuses at once."""
