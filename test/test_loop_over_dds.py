@@ -50,12 +50,17 @@ SERVING = ("applying commands", "no valid command yet: zero force", "command tim
 class Operator:
     """The stack and the fake driver as two processes, and a test node that listens and calls services."""
 
-    def __init__(self, tmp_path, context, executor, controller, board="none", rate=None):
+    def __init__(self, tmp_path, context, executor, controller, board="none", rate=None, stall_tolerant=False):
+        """``stall_tolerant``: the stack's watchdog, stamp-age and rate-drop rows let the machine's own
+        stalls pass (STALL_TOLERANT), for a test of something else."""
         document = yaml.safe_load(default_parameters_path().read_text())
+        hexapod = document["hexapod"]
         if rate is not None:  # both processes at this rate, the gains valid down to it
-            hexapod = document["hexapod"]
             hexapod["controllers"]["rate"] = hexapod["simulation"]["rate"] = rate
             hexapod["controllers"]["computed_torque"]["valid_rates"]["min"] = PYTHON_STACK_MIN_RATE_HZ
+        if stall_tolerant:
+            hexapod["safety"].update(STALL_TOLERANT["safety"])
+            hexapod["controllers"]["computed_torque"]["valid_rates"]["min"] = STALL_TOLERANT["valid_rates_min"]
         stack_file = tmp_path / "stack.yaml"
         stack_file.write_text(yaml.safe_dump(document))
         document["hexapod"]["limits"]["actuator_position_max"] = STOP
@@ -191,11 +196,21 @@ def test_the_stack_tracks_against_the_fake_driver(tmp_path, context, executor, c
     assert np.sqrt(np.mean(errors**2)) < rms_bound and errors.max() < max_bound
 
 
-@LOADED
+# A test of something other than the watchdog and the rate rows (test_safety.py and
+# test_stack_when_late.py hold those) must not end on the machine's own stalls: under two CPU hogs
+# a 29 ms gap in the joint states tripped the 20 ms watchdog in 2 runs of 12 of the re-arm test.
+# These bounds let a stall of 100 ms pass (five times the shipped watchdog, twice the stamp age),
+# and count a rate as dropped only below 400 Hz (the computed torque's gains are stable down to it
+# on this plant, and the HOLD's damper down to 364 Hz, which the stack checks at start).
+STALL_TOLERANT = {"safety": {"joint_state_timeout": 0.1, "max_feedback_age": 0.2}, "valid_rates_min": 400.0}
+
+
 def test_rearming_while_the_platform_moves_stays_within_the_speed_limit(tmp_path, context, executor):
     """The operator's path after a fault: disarmed during the trajectory the platform sinks; armed
-    again while it moves, the stack ramps from the measured pose and never overspeeds."""
-    operator = Operator(tmp_path, context, executor, "computed_torque", rate=PYTHON_STACK_RATE_HZ)
+    again while it moves, the stack ramps from the measured pose and never overspeeds. The stack's
+    timing rows let the machine's stalls pass (STALL_TOLERANT): what is judged is the re-arm."""
+    operator = Operator(tmp_path, context, executor, "computed_torque", rate=PYTHON_STACK_RATE_HZ,
+                        stall_tolerant=True)
     limit = load_parameters().limits.actuator_speed_max
     try:
         operator.wait_for_rest()
