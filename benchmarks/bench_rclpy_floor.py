@@ -1,23 +1,29 @@
-"""The CPU a Python node spends per joint state on rclpy and DDS alone: the floor under the robot stack.
+"""The CPU a node spends per joint state on rclpy and DDS alone: the floor under the robot stack.
 
     python benchmarks/bench_rclpy_floor.py [--states 15000] [--realtime-priority 50]
 
 Runs ``hexapod_fake_driver`` (its own process, 1 kHz) and, in this process, an echo node in the
 robot stack's own loop (:class:`hexapod_control.ros.wait_set_loop.WaitSetLoop`, its executor polled
 as the stack polls it): each state taken and answered at once with a zero effort command. No
-control, no checks: what is left is what any rclpy node in that loop pays. Two passes, one taking
-the states as JointState objects and one as serialized bytes (what the stack reads with
-:mod:`hexapod_control.ros.wire`). Printed per pass: this process's CPU per state (every thread:
-DDS's own included) and the loop thread's CPU from one answer to the next (wait, take, publish,
-polls), median and p99, and the load average: quote it with the figures.
+control, no checks: what is left is what any rclpy node in that loop pays. Three passes: taking the
+states as JointState objects; as serialized bytes (what the stack reads with
+:mod:`hexapod_control.ros.wire`); and with no Python per state at all, the same subscription and
+publisher (made by rclpy) served by an rcl loop in C (``benchmarks/rcl_echo.c``, compiled here
+against the rcl headers of this environment, the ctypes call releasing the interpreter lock; it
+polls no executor). Printed per pass: this process's CPU per state (every thread: DDS's own
+included) and the loop thread's CPU from one answer to the next (wait, take, publish, polls),
+median and p99, and the load average: quote it with the figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import array
+import ctypes
 import math
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -35,6 +41,9 @@ from bench_loop import STOP_M, STARTUP_TIMEOUT_S, stop  # noqa: E402 - the loop 
 from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY  # noqa: E402
 
 SETTLE_STATES = 2000  # answered before measuring: discovery, the first wakes
+RCL_ECHO_SOURCE = REPO / "benchmarks" / "rcl_echo.c"
+RCL_LIBRARIES = ("rcl", "rmw", "rcutils")
+NANOSECONDS = 1e9
 
 
 def echo(serialized: bool, states: int) -> tuple[float, np.ndarray]:
@@ -92,9 +101,82 @@ def echo(serialized: bool, states: int) -> tuple[float, np.ndarray]:
     return process, np.diff(thread_times[SETTLE_STATES:]) / 1e3
 
 
-def main(argv=None) -> int:
-    import subprocess
+def rcl_prefix() -> Path | None:
+    """The install prefix holding rcl's headers and libraries: this environment's (the PyPI wheels)
+    or a ROS 2 installation's on AMENT_PREFIX_PATH; None when neither has them."""
+    prefixes = [Path(sys.prefix)] + [Path(p) for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    for prefix in prefixes:
+        if (prefix / "include" / "rcl" / "rcl" / "rcl.h").is_file() and (prefix / "lib").is_dir():
+            return prefix
+    return None
 
+
+def build_rcl_echo(folder: Path) -> ctypes.CDLL | str:
+    """benchmarks/rcl_echo.c compiled and loaded, or why not."""
+    prefix = rcl_prefix()
+    if prefix is None:
+        return "no rcl headers in this environment or on AMENT_PREFIX_PATH"
+    # ROS 2 installs each package's headers one level down: include/<package>/<package>/...
+    includes = [f"-I{d}" for d in sorted((prefix / "include").iterdir()) if d.is_dir()]
+    library = folder / "librcl_echo.so"
+    command = ["gcc", "-O2", "-shared", "-fPIC", str(RCL_ECHO_SOURCE), *includes, f"-L{prefix / 'lib'}",
+               *(f"-l{name}" for name in RCL_LIBRARIES), f"-Wl,-rpath,{prefix / 'lib'}", "-o", str(library)]
+    try:
+        built = subprocess.run(command, capture_output=True, text=True)
+    except FileNotFoundError:
+        return "no gcc"
+    if built.returncode != 0:
+        return f"gcc failed: {built.stderr.strip()[-500:]}"
+    echo_function = ctypes.CDLL(str(library)).hexapod_rcl_echo
+    echo_function.restype = ctypes.c_long
+    echo_function.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_size_t, ctypes.c_long, ctypes.c_int64, ctypes.c_void_p]
+    return echo_function
+
+
+def echo_in_c(echo_function, states: int) -> tuple[float, np.ndarray]:
+    """As :func:`echo`, the loop in C: no Python runs per state."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.node import Node
+    from rclpy.serialization import serialize_message
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    from hexapod_control.ros.common import RELIABLE_QOS
+    from hexapod_control.ros.conventions import TOPICS
+
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        node = Node("hexapod_rcl_floor_benchmark", context=context)
+        publisher = node.create_publisher(Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS)
+        # Nothing spins this node: only the C loop takes the messages.
+        subscription = node.create_subscription(JointState, TOPICS["joint_states"], lambda message: None,
+                                                RELIABLE_QOS, raw=True)
+        command = serialize_message(Float64MultiArray(data=[0.0] * 6))
+        buffer = (ctypes.c_uint8 * len(command)).from_buffer_copy(command)
+        thread_times = np.zeros(SETTLE_STATES + states, dtype=np.int64)
+        handles = (context.handle.pointer, subscription.handle.pointer, publisher.handle.pointer)
+
+        def answer(count: int, timeout_s: float, offset: int) -> int:
+            return echo_function(*handles, buffer, len(command), count, int(timeout_s * NANOSECONDS),
+                                 thread_times[offset:].ctypes.data)
+
+        with context.handle, subscription.handle, publisher.handle:  # valid while C holds them
+            settled = answer(SETTLE_STATES, STARTUP_TIMEOUT_S, 0)
+            if settled != SETTLE_STATES:
+                raise RuntimeError(f"only {settled} joint states answered while settling: is the driver running?")
+            start = time.process_time()
+            answered = answer(states, 1.0, SETTLE_STATES)
+            process = (time.process_time() - start) / max(answered, 1)
+        if answered != states:
+            raise RuntimeError(f"{answered} of {states} joint states answered (an rcl error or the driver stopped)")
+        return process, np.diff(thread_times[SETTLE_STATES - 1:]) / 1e3
+    finally:
+        context.try_shutdown()
+
+
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--states", type=int, default=15000, help="joint states measured per pass")
     parser.add_argument("--realtime-priority", type=int, default=CONTROL_LOOP_PRIORITY,
@@ -111,10 +193,14 @@ def main(argv=None) -> int:
     try:
         results = {label: echo(serialized, args.states)
                    for label, serialized in (("JointState objects", False), ("serialized bytes", True))}
+        echo_function = build_rcl_echo(folder)
+        if isinstance(echo_function, str):
+            print(f"# the pass in C is skipped: {echo_function}")
+        else:
+            results["rcl loop in C"] = echo_in_c(echo_function, args.states)
     finally:
         stop(driver)
-        overlay.unlink()
-        folder.rmdir()
+        shutil.rmtree(folder, ignore_errors=True)
     print(f"# an echo node answering hexapod_fake_driver's joint states, {args.states} states per pass; "
           f"{os.cpu_count()} CPUs, load average {' '.join(f'{v:.2f}' for v in load_before)} before and "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} after")

@@ -29,7 +29,7 @@ QUICK = (
     ("bench_sweep.py", ["--workers", "1", "--cases", "2", "--duration", "0.5"], "cases/s"),
 )
 OVER_DDS = (
-    ("bench_rclpy_floor.py", ["--states", "300", "--realtime-priority", "0"], "serialized bytes"),
+    ("bench_rclpy_floor.py", ["--states", "300", "--realtime-priority", "0"], "rcl loop in C"),
     ("bench_loop.py", ["--seconds", "1", "--controllers", "computed_torque", "--realtime-priority", "0"],
      "CPU per process"),
 )
