@@ -31,10 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from hexapod_control.bags import BagWriter, cdr, diagnostics_cdr, effort_cdr, joint_state_cdr, pose_cdr, reference_cdr
+from hexapod_control.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.evaluation import batch
 from hexapod_control.model.kinematics import Kinematics
 from hexapod_control.model.parameters import load_parameters
-from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 
 DEFAULT_MINUTES = (0.5, 5.0, 60.0)
 SLAB_S = 60.0  # [s] generated and written at a time (bounds the generator's memory)

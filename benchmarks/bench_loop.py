@@ -122,7 +122,7 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
     from std_srvs.srv import SetBool, Trigger
     from trajectory_msgs.msg import MultiDOFJointTrajectory
 
-    from hexapod_control.ros.conventions import TOPICS, time_from_stamp
+    from hexapod_control.conventions import TOPICS, time_from_stamp
 
     folder = Path(tempfile.mkdtemp(prefix="bench_loop_"))
     overlay, driver_log, stack_log = folder / "driver.yaml", folder / "driver.npz", folder / "stack.npz"

@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_loop import STOP_M, STARTUP_TIMEOUT_S, stop  # noqa: E402 - the loop benchmark's driver setup
+from bench_loop import STARTUP_TIMEOUT_S, STOP_M, stop  # noqa: E402 - the loop benchmark's driver setup
 
 from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY  # noqa: E402
 
@@ -56,8 +56,8 @@ def echo(serialized: bool, states: int) -> tuple[float, np.ndarray]:
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
 
+    from hexapod_control.conventions import TOPICS
     from hexapod_control.ros.common import RELIABLE_QOS
-    from hexapod_control.ros.conventions import TOPICS
     from hexapod_control.ros.robot_stack import SERVICE_POLL_BUDGET_S, SERVICE_POLL_PERIOD_S
     from hexapod_control.ros.wait_set_loop import WaitSetLoop
 
@@ -142,8 +142,8 @@ def echo_in_c(echo_function, states: int) -> tuple[float, np.ndarray]:
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
 
+    from hexapod_control.conventions import TOPICS
     from hexapod_control.ros.common import RELIABLE_QOS
-    from hexapod_control.ros.conventions import TOPICS
 
     context = Context()
     rclpy.init(context=context)

@@ -59,17 +59,12 @@ from typing import Callable, Optional
 import numpy as np
 import yaml
 
-from hexapod_control.bags import (
-    BagWriter,
-    RunInfo,
-    StepMessages,
-    diagnostics_cdr,
-    nanoseconds,
-)
+from hexapod_control.bags import BagWriter, RunInfo
 from hexapod_control.bags.run_info import parameters_yaml
 from hexapod_control.control.controllers import CONTROLLER_NAMES
 from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.trajectories import make_trajectory
+from hexapod_control.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.errors import HexapodError
 from hexapod_control.evaluation.document import Table
 from hexapod_control.model.hexapod import HexapodModel
@@ -81,12 +76,11 @@ from hexapod_control.model.parameters import (
     default_parameters_path,
     load_parameters,
 )
-from hexapod_control.model.rotations import quaternion_from_euler_zyx
 from hexapod_control.options import add_output, add_params
-from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.simulation import BACKENDS, make_plant
-from hexapod_control.simulation.delay import with_loop_delay
-from hexapod_control.simulation.lockstep import LockstepLoop, LoopRecord
+from hexapod_control.simulation.delay import loop_delay_words, with_loop_delay
+from hexapod_control.simulation.lockstep import LockstepLoop
+from hexapod_control.simulation.lockstep_recording import RecordWriter
 
 TRAJECTORIES = ("operational_space", "joint_space")  # thesis 6.5 and the image of (6.82)
 TRANSPORTS = ("direct", "ros")
@@ -95,7 +89,6 @@ DEFAULT_DURATION_S = 30.0  # [s] the ~10 s kappa ramp, then two periods of the 0
 MISMATCH_PARAMETERS = "hexapod_validation.yaml"  # the other parameter set of the thesis (Table 6.1)
 PLANT_OVERLAY = "plant_parameters.yaml"
 PROG = "main_job"
-CONTROLLER_NODE_NAME = "hexapod_controller"  # the diagnostics name the controller node gives
 # Wall time of the first simulated second is noisy (caches, compilation); the expected time left is
 # extrapolated from the rate after this much simulated time.
 ESTIMATE_AFTER_S = 1.0
@@ -180,34 +173,6 @@ def run_direct(job: JobSettings, controller_name: str, duration: float, bag_path
     }
 
 
-class RecordWriter:
-    """Writes the messages the DDS stack's nodes publish for each lockstep step into ``writer``,
-    stamped and logged at the step's t: the topics named by ``keys`` (ros.conventions.TOPICS keys)."""
-
-    def __init__(self, writer: BagWriter, keys, names):
-        self.writer = writer
-        self.keys = frozenset(keys)
-        self.messages = StepMessages(names.joint_names, names.base_frame)
-
-    def write(self, record: LoopRecord) -> None:
-        t, step, keys, messages, write = record.t, record.step, self.keys, self.messages, self.writer.write
-        log = nanoseconds(t)
-        reference = record.reference
-        if reference is not None and "reference" in keys:
-            write(TOPICS["reference"], log, messages.reference(t, reference.pose, reference.velocity, reference.acceleration))
-        if "joint_states" in keys:
-            write(TOPICS["joint_states"], log, messages.joint_state(t, step.q, step.qd, record.applied_forces))
-        if step.pose is not None and "platform_pose" in keys:
-            write(TOPICS["platform_pose"], log,
-                  messages.pose(t, step.pose[:3], quaternion_from_euler_zyx(tuple(step.pose[3:]))))
-        if "effort_commands" in keys:
-            write(TOPICS["effort_commands"], log, messages.effort(step.forces))
-        if step.diagnostic is not None and "diagnostics" in keys:
-            status = step.diagnostic
-            write(TOPICS["diagnostics"], log, diagnostics_cdr(
-                t, [(int(status.level), f"{CONTROLLER_NODE_NAME}: safety", status.message, status.values)]))
-
-
 # ------------------------------------------------------------------------------------------ ros
 def run_ros(job: JobSettings, controller_name: str, duration: float, bag_path: Path,
             progress: Optional[Progress] = None) -> dict:
@@ -287,13 +252,6 @@ def write_plant_overlay(folder: Path, base_file: str, loop_delay: Optional[int],
         + yaml.safe_dump({EXTENDS_KEY: str(Path(base_file).resolve()), ROOT_KEY: {"simulation": simulation}}, sort_keys=False)
     )
     return str(overlay)
-
-
-def loop_delay_words(parameters: HexapodParameters) -> str:
-    delay = parameters.simulation.loop_delay
-    return (f"{delay.periods} period(s)"
-            + (f", jitter {delay.jitter_periods:g} period(s)" if delay.jitter_periods else "")
-            + (f", {100 * delay.drop_probability:g} % of the commands lost" if delay.drop_probability else ""))
 
 
 def loop_delay_line(plant_parameters: HexapodParameters, parameters: HexapodParameters) -> str:

@@ -50,8 +50,8 @@ from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 
 from hexapod_control.control.controllers import CONTROLLER_NAMES
+from hexapod_control.conventions import TOPICS
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
-from hexapod_control.ros.conventions import TOPICS
 from hexapod_control.ros.launch_support import missing_packages
 from hexapod_control.simulation import gazebo_description as gd
 

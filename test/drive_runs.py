@@ -28,7 +28,7 @@ import numpy as np
 from hexapod_control import HexapodModel, load_parameters
 from hexapod_control.bags import BagWriter
 from hexapod_control.bags.messages import effort_cdr, joint_state_cdr, nanoseconds
-from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
+from hexapod_control.conventions import MESSAGE_TYPES, TOPICS
 
 RIGID = load_parameters()
 PERIOD = 1.0 / RIGID.controllers.rate  # [s]

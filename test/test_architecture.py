@@ -1,4 +1,5 @@
-"""The package's structure: a ROS-free core, no import cycles, the public API at the root."""
+"""The package's structure: layers that import downwards only, a ROS-free core, no import cycles,
+the public API at the root."""
 
 import ast
 import os
@@ -13,8 +14,21 @@ import hexapod_control
 PACKAGE_DIR = Path(hexapod_control.__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
 ROS_PACKAGE = "hexapod_control.ros"
-# Modules under ros/ that import nothing from ROS (message conventions in plain numbers).
-ROS_FREE_UNDER_ROS = {"hexapod_control.ros", "hexapod_control.ros.conventions"}
+# The layers, lowest first: a module imports from its own layer and those below it, never from
+# one above (function-level imports count too). A unit is a subpackage or a module at the root;
+# "" is the root package, which re-exports the public API. Only ros/ imports ROS.
+LAYERS = (
+    ("errors", "options"),  # the error tree; the command-line option groups
+    ("model",),  # parameters schema, kinematics, dynamics, generated code
+    ("conventions", "codegen", "bags"),  # topics and message fields in numbers; code generation; bag storage
+    ("control",),  # trajectories, controllers, delay compensation, safety, the control loop
+    ("simulation",),  # plants, loop delay, the lockstep loop and its recording
+    ("drive",),  # the drive side: the drive core and its boards
+    ("evaluation",),  # bags to metrics, reports and replays
+    ("identification", "scale"),  # drives from bags; sweeps and tuning
+    ("ros",),  # the rclpy nodes
+    ("main_job", "command", "docs_gen", "__main__", ""),  # commands over everything
+)
 
 
 def module_name(path: Path) -> str:
@@ -27,10 +41,8 @@ def package_modules() -> dict[str, Path]:
 
 
 def ros_free_modules() -> list[str]:
-    return sorted(
-        name for name in package_modules()
-        if (not name.startswith(ROS_PACKAGE + ".") or name in ROS_FREE_UNDER_ROS) and not name.endswith(".__main__")
-    )
+    """Every module below the ros layer, and ros/__init__ (a docstring)."""
+    return sorted(name for name in package_modules() if not name.startswith(ROS_PACKAGE + ".") and not name.endswith(".__main__"))
 
 
 def test_every_non_ros_module_imports_with_rclpy_and_the_messages_blocked():
@@ -131,12 +143,32 @@ def test_the_cycle_finder_finds_a_planted_cycle():
     assert cycle is not None and "hexapod_control.model.kinematics" in cycle
 
 
-def test_the_model_does_not_depend_on_control_simulation_ros_or_bags():
+def layer_of(module: str) -> int:
+    """The index in LAYERS of a package module's unit (KeyError for a unit no layer names)."""
+    unit = module.split(".")[1] if "." in module else ""
+    return next(index for index, units in enumerate(LAYERS) if unit in units)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{name} -> {target}" for name, targets in graph.items() for target in targets
+                  if layer_of(target) > layer_of(name))
+
+
+def test_every_unit_of_the_package_has_a_layer():
+    units = {name.split(".")[1] if "." in name else "" for name in package_modules()}
+    named = {unit for layer in LAYERS for unit in layer}
+    assert units == named, f"without a layer: {sorted(units - named)}; no such unit: {sorted(named - units)}"
+
+
+def test_every_import_goes_down_the_layers():
+    upward = upward_imports(import_graph())
+    assert not upward, "upward imports (LAYERS): " + "; ".join(upward)
+
+
+def test_a_planted_upward_import_is_found():
     graph = import_graph()
-    for name, targets in graph.items():
-        if name.startswith("hexapod_control.model"):
-            upward = {t for t in targets if not t.startswith(("hexapod_control.model", "hexapod_control.errors"))}
-            assert not upward, f"{name} imports {sorted(upward)}"
+    graph["hexapod_control.model.kinematics"] = graph["hexapod_control.model.kinematics"] | {"hexapod_control.control.loop"}
+    assert upward_imports(graph) == ["hexapod_control.model.kinematics -> hexapod_control.control.loop"]
 
 
 @pytest.mark.parametrize("name", hexapod_control.__all__)

@@ -27,8 +27,8 @@ from hexapod_control.bags.contents import block_of
 from hexapod_control.bags.messages import typestore
 from hexapod_control.bags.reader import read_custom_data
 from hexapod_control.bags.run_info import parameters_yaml
+from hexapod_control.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.evaluation.bag import load_run
-from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 
 RUN = synthetic_run(0.3)
 

@@ -19,10 +19,10 @@ import yaml
 from conftest import in_ci
 from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, launch_arguments, spin_until
 
+from hexapod_control.conventions import TOPICS
 from hexapod_control.errors import ParameterError, UnreachablePoseError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import load_parameters
-from hexapod_control.ros.conventions import TOPICS
 from hexapod_control.simulation import gazebo_description as gd
 from hexapod_control.simulation.description_joints import DescriptionJoints
 

@@ -72,7 +72,8 @@ def test_the_walk_sees_the_whole_package():
         "hexapod_control.simulation.embedded",
         "hexapod_control.control.controllers",
         "hexapod_control.evaluation.cli",
-        "hexapod_control.ros.conventions",
+        "hexapod_control.conventions",
+        "hexapod_control.ros",
     ):
         assert expected in names
     assert "hexapod_control.errors.HexapodError" in PUBLIC and len(PUBLIC) > 1

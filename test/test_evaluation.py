@@ -30,6 +30,7 @@ from hexapod_control.bags import (
 )
 from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.trajectories import Reference, make_trajectory
+from hexapod_control.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.evaluation.bag import load_run
 from hexapod_control.evaluation.cli import main as evaluate_main
 from hexapod_control.evaluation.metrics import evaluate_run
@@ -38,7 +39,6 @@ from hexapod_control.evaluation.replay import replay_run
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import load_parameters
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
-from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.simulation.lockstep import message_time
 
 PARAMETERS = load_parameters()

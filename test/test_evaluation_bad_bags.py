@@ -28,10 +28,10 @@ from hexapod_control.bags import (
     read_bag,
     reference_cdr,
 )
+from hexapod_control.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.evaluation.bag import load_run
 from hexapod_control.evaluation.cli import main as evaluate_main
 from hexapod_control.evaluation.metrics import evaluate_run
-from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 
 # Fraction of the storage file kept when cutting a bag short: past the first MCAP chunk / sqlite pages.
 KEPT_FRACTION = 0.6

@@ -19,11 +19,11 @@ from rosbags.typesys import Stores, get_typestore
 from test_evaluation import JOINT_NAMES, PARAMETERS, imposed_error
 
 from hexapod_control.control.trajectories import make_trajectory
+from hexapod_control.conventions import MESSAGE_TYPES, TOPICS, reference_point_from_euler
 from hexapod_control.evaluation.bag import load_run
 from hexapod_control.evaluation.cli import main as evaluate_main
 from hexapod_control.evaluation.metrics import evaluate_run
 from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS, reference_point_from_euler
 
 ROBOT_NAMES = [f"j{k}" for k in range(1, 7)]
 JOINT_TOPIC = "/robot/joint_states"

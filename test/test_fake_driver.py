@@ -27,13 +27,13 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
+from hexapod_control.conventions import TOPICS, time_from_stamp
 from hexapod_control.drive.core import CommandHold
 from hexapod_control.drive.simulated_board import EndStopPlant
 from hexapod_control.errors import InvalidInputError, ParameterError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
 from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY, RELIABLE_QOS
-from hexapod_control.ros.conventions import TOPICS, time_from_stamp
 from hexapod_control.ros.fake_driver import CLOCK_READ_BRACKET_S, NODE_NAME, TickSchedule, steps_per_tick
 from hexapod_control.simulation.embedded import EmbeddedSimulator
 
@@ -371,7 +371,7 @@ import sys
 import rclpy
 from std_msgs.msg import Float64MultiArray
 from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY, RELIABLE_QOS
-from hexapod_control.ros.conventions import TOPICS
+from hexapod_control.conventions import TOPICS
 
 rclpy.init()
 node = rclpy.create_node("doomed_commander")

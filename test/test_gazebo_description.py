@@ -17,9 +17,9 @@ import pytest
 import yaml
 from ros_helpers import launch_arguments
 
+from hexapod_control.conventions import TOPICS
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import load_parameters
-from hexapod_control.ros.conventions import TOPICS
 from hexapod_control.simulation import gazebo_description as gd
 
 REPO = Path(__file__).resolve().parent.parent

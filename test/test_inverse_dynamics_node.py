@@ -18,8 +18,8 @@ from sensor_msgs.msg import JointState
 
 from hexapod_control.control.force_residual import SETTLING_PERIODS
 from hexapod_control.control.loop import Level
+from hexapod_control.conventions import TOPICS, time_from_stamp
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
-from hexapod_control.ros.conventions import TOPICS, time_from_stamp
 from hexapod_control.ros.inverse_dynamics_node import NODE_NAME
 from hexapod_control.ros.stack import SimStack
 

@@ -27,8 +27,8 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 
+from hexapod_control.conventions import TOPICS
 from hexapod_control.model.parameters import load_parameters
-from hexapod_control.ros.conventions import TOPICS
 from hexapod_control.ros.launch_support import missing_packages
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / "launch" / "hardware.launch.py"

@@ -22,7 +22,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from hexapod_control.ros.conventions import TOPICS
+from hexapod_control.conventions import TOPICS
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / "launch" / "simulation.launch.py"
 # Four node processes start, discover each other (~3 s) and the simulation must advance.

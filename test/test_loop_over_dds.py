@@ -24,9 +24,9 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
+from hexapod_control.conventions import TOPICS, time_from_stamp
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
 from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY, RELIABLE_QOS
-from hexapod_control.ros.conventions import TOPICS, time_from_stamp
 
 STOP = 0.30  # [m] the driver's travel limit: the unpowered platform rests on it (doc/robot.md, the fake-driver check)
 REST_SPEED_M_S = 1e-6  # every slider slower than this: at rest

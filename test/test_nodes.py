@@ -28,6 +28,13 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from hexapod_control.control.safety import RATE_KNOWN_SPACINGS, Action
 from hexapod_control.control.trajectories import home_pose
+from hexapod_control.conventions import (
+    TOPICS,
+    euler_from_reference_point,
+    reference_point_from_euler,
+    stamp_fields,
+    time_from_stamp,
+)
 from hexapod_control.errors import InvalidInputError, ParameterError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
@@ -41,13 +48,6 @@ from hexapod_control.ros.common import (
     reference_point,
 )
 from hexapod_control.ros.controller_node import ControllerNode
-from hexapod_control.ros.conventions import (
-    TOPICS,
-    euler_from_reference_point,
-    reference_point_from_euler,
-    stamp_fields,
-    time_from_stamp,
-)
 from hexapod_control.ros.fk_node import ForwardKinematicsNode
 from hexapod_control.ros.simulator_node import SimulatorNode
 from hexapod_control.ros.trajectory_node import TrajectoryNode

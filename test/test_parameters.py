@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from hexapod_control import ParameterError, load_parameters
+from hexapod_control.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.model.parameters import TopicKey, default_parameters_path, parameters_from_mapping
-from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 
 EXPERIMENTS_DOCUMENT = yaml.safe_load(default_parameters_path().read_text())
 

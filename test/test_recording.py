@@ -8,8 +8,8 @@ import pytest
 
 from hexapod_control.bags import BagWriter, deserialize, effort_cdr, joint_state_cdr, read_bag
 from hexapod_control.bags.topics import parse_topic_overrides, resolve_topic_names
+from hexapod_control.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.errors import InvalidInputError
-from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 
 JOINT_NAMES = [f"slider_{k}" for k in range(6)]
 

@@ -22,10 +22,10 @@ from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from hexapod_control import HexapodModel, load_parameters, make_plant
+from hexapod_control.control.safety import RATE_KNOWN_SPACINGS
+from hexapod_control.conventions import TOPICS, time_from_stamp
 from hexapod_control.model.rotations import angular_velocity_from_euler_rates
 from hexapod_control.ros.common import RELIABLE_QOS, set_time
-from hexapod_control.ros.conventions import TOPICS, time_from_stamp
-from hexapod_control.control.safety import RATE_KNOWN_SPACINGS
 from hexapod_control.ros.robot_stack import RobotStackNode
 
 PARAMETERS = load_parameters()

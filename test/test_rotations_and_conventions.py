@@ -9,6 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hexapod_control import InvalidInputError
+from hexapod_control.conventions import (
+    ReferencePoint,
+    check_frame,
+    effort_array,
+    euler_from_reference_point,
+    joint_state_arrays,
+    reference_point_from_euler,
+    stamp_fields,
+    time_from_stamp,
+)
 from hexapod_control.model.rotations import (
     angular_acceleration_from_euler,
     angular_velocity_from_euler_rates,
@@ -19,16 +29,6 @@ from hexapod_control.model.rotations import (
     quaternion_from_euler_zyx,
     rotation_from_euler_zyx,
     wrap_angle,
-)
-from hexapod_control.ros.conventions import (
-    ReferencePoint,
-    check_frame,
-    effort_array,
-    euler_from_reference_point,
-    joint_state_arrays,
-    reference_point_from_euler,
-    stamp_fields,
-    time_from_stamp,
 )
 
 angles = st.tuples(st.floats(-3.1, 3.1), st.floats(-1.5, 1.5), st.floats(-3.1, 3.1))

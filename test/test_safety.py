@@ -25,10 +25,10 @@ from hexapod_control.control.safety import (
     SupervisorState,
 )
 from hexapod_control.control.trajectories import Reference, home_pose
+from hexapod_control.conventions import joint_state_arrays, reference_point_from_euler
 from hexapod_control.errors import InvalidInputError, UnreachablePoseError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import load_parameters
-from hexapod_control.ros.conventions import joint_state_arrays, reference_point_from_euler
 
 NAMES = [f"slider_{k}" for k in range(6)]
 # Numbers of the shipped file the tests state by hand, so that the expected forces below are.

@@ -14,10 +14,10 @@ import pytest
 from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.safety import RATE_KNOWN_SPACINGS, Action, Intake, SafetySupervisor, SupervisorState
 from hexapod_control.control.trajectories import Reference, home_pose
+from hexapod_control.conventions import joint_state_arrays
 from hexapod_control.errors import InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import load_parameters
-from hexapod_control.ros.conventions import joint_state_arrays
 from hexapod_control.ros.wait_set_loop import poll
 
 PARAMETERS = load_parameters()

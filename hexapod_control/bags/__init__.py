@@ -7,7 +7,7 @@ tests and the bags of the lockstep main job, so every bag goes through one code 
 
 One job per module, each depending only on those above it:
 
-* :mod:`.topics` - topic names: the defaults of ``ros.conventions.TOPICS`` with the user's overrides.
+* :mod:`.topics` - topic names: the defaults of ``conventions.TOPICS`` with the user's overrides.
 * :mod:`.contents` - :class:`BagContents` and :class:`MessageBlock`, what reading a bag yields.
 * :mod:`.cdr` - the numbers of a whole block of fixed-layout messages at once (numpy), and messages of
   a fixed layout written in place.

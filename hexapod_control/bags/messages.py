@@ -2,7 +2,7 @@
 
 The recorder writes the bytes its raw subscriptions receive; the main job and the tests build the
 same messages here, so every bag holds what the nodes publish (type names: ``MESSAGE_TYPES`` of
-``ros.conventions``).
+``conventions``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from hexapod_control.bags import cdr
-from hexapod_control.ros.conventions import (
+from hexapod_control.conventions import (
     MESSAGE_TYPES,
     REFERENCE_JOINT_NAME,
     reference_point_from_euler,

@@ -1,11 +1,11 @@
-"""Topic names of a bag: the defaults of ``ros.conventions.TOPICS`` with the user's overrides."""
+"""Topic names of a bag: the defaults of ``conventions.TOPICS`` with the user's overrides."""
 
 from __future__ import annotations
 
 from typing import Iterable, Mapping, Optional
 
+from hexapod_control.conventions import TOPICS
 from hexapod_control.errors import InvalidInputError
-from hexapod_control.ros.conventions import TOPICS
 
 
 def resolve_topic_names(overrides: Optional[Mapping[str, str]] = None) -> dict[str, str]:

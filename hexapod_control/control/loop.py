@@ -25,9 +25,7 @@ from hexapod_control.control.controllers import ControlStatus, make_controller
 from hexapod_control.control.delay_compensation import DelayCompensatedController
 from hexapod_control.control.safety import Action, Decision, Feedback, Intake, SafetySupervisor, SupervisorState
 from hexapod_control.control.trajectories import Reference
-from hexapod_control.errors import HexapodError, InvalidInputError
-from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.ros.conventions import (
+from hexapod_control.conventions import (
     ReferencePoint,
     effort_in_order,
     euler_from_reference_point,
@@ -35,7 +33,8 @@ from hexapod_control.ros.conventions import (
     joint_state_arrays,
     reference_point_from_euler,
 )
-
+from hexapod_control.errors import HexapodError, InvalidInputError
+from hexapod_control.model.hexapod import HexapodModel
 
 ReferenceSource = Callable[[float], None]
 

@@ -139,15 +139,15 @@ import numpy as np
 
 from hexapod_control.control.stamp_period import StampPeriod
 from hexapod_control.control.trajectories import Reference, SmoothMove, check_reference_limits
-from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
-from hexapod_control.model.hexapod import HexapodModel
-from hexapod_control.model.parameters import RateRange, SafetySettings
-from hexapod_control.model.rotations import wrap_angle_float
-from hexapod_control.ros.conventions import (
+from hexapod_control.conventions import (
     ReferencePoint,
     euler_from_reference_point,
     joint_state_arrays,
 )
+from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
+from hexapod_control.model.hexapod import HexapodModel
+from hexapod_control.model.parameters import RateRange, SafetySettings
+from hexapod_control.model.rotations import wrap_angle_float
 
 # A measured joint-state rate within this fraction of a bound of valid_rates counts as inside:
 # stamps of the system clock in float seconds are quantised to 0.24 us (2.4e-3 of a 10 kHz period).

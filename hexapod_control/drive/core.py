@@ -56,10 +56,10 @@ import math
 
 import numpy as np
 
+from hexapod_control.conventions import effort_array
 from hexapod_control.drive.board import Board, BoardSample
 from hexapod_control.errors import BoardError, InvalidInputError
 from hexapod_control.model.board_parameters import BoardParameters
-from hexapod_control.ros.conventions import effort_array
 
 SLIDERS = 6  # the sliders of side i are q_2i and q_2i+1
 

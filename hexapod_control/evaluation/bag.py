@@ -36,9 +36,9 @@ import numpy as np
 
 from hexapod_control.bags import MessageBlock, RunInfo, read_bag
 from hexapod_control.bags.topics import resolve_topic_names
+from hexapod_control.conventions import MESSAGE_TYPES
 from hexapod_control.evaluation import timing
 from hexapod_control.evaluation.decode import Skips, TopicDecoder
-from hexapod_control.ros.conventions import MESSAGE_TYPES
 
 # Topics the evaluation decodes (keys of ros_conventions.TOPICS).
 EVALUATED_TOPICS = ("joint_states", "reference", "platform_pose", "effort_commands", "diagnostics")

@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "slider_0 .. slider_5)")
     parser.add_argument("--topic", action="append", default=[], metavar="KEY=NAME",
                         help=f"topic name for a key, once per key; KEY is one of {keys}; e.g. "
-                        "joint_states=/robot/joint_states (default: the names of ros/conventions.py TOPICS)")
+                        "joint_states=/robot/joint_states (default: the names of conventions.py TOPICS)")
     parser.add_argument("--partial", action="store_true",
                         help="evaluate what a bag allows when topics are missing (default: missing data is an error)")
     parser.add_argument("--steady-state-start", type=float, metavar="S",

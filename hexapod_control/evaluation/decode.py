@@ -6,7 +6,7 @@ one-by-one decoder applies, on zeros (a JointState without the wanted joints, a 
 points: every message of that layout is skipped with that reason); then the numbers of all its
 messages are read at once and checked row by row (finite, unit quaternion, no Euler singularity).
 Rows that fail a check and messages of no layout go through the one-by-one decoder (rosbags
-deserialisation and the conversions of ``ros.conventions``), which skips them with the reason in
+deserialisation and the conversions of ``conventions``), which skips them with the reason in
 their own words. Both paths give the same numbers (the tests compare them on the same bags).
 """
 
@@ -20,18 +20,18 @@ from typing import Callable, Optional
 import numpy as np
 
 from hexapod_control.bags import MessageBlock, cdr, deserialize
-from hexapod_control.errors import InvalidInputError
-from hexapod_control.evaluation import batch
-from hexapod_control.model.rotations import euler_zyx_from_quaternion
-from hexapod_control.ros.conventions import (
+from hexapod_control.conventions import (
     QUATERNION_NORM_TOLERANCE,
     ReferencePoint,
     effort_array,
     euler_from_reference_point,
     joint_state_arrays,
 )
+from hexapod_control.errors import InvalidInputError
+from hexapod_control.evaluation import batch
+from hexapod_control.model.rotations import euler_zyx_from_quaternion
 
-# A reference point's numbers in message order (ros.conventions.ReferencePoint), kept for replay.
+# A reference point's numbers in message order (conventions.ReferencePoint), kept for replay.
 POINT_FIELDS = ("translation", "rotation", "linear_velocity", "angular_velocity", "linear_acceleration", "angular_acceleration")
 POINT_SIZES = (3, 4, 3, 3, 3, 3)
 # |cos(mu)| below which a reference orientation counts as the ZYX singularity (as in

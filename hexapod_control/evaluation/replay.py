@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the bag's joint names of q1..q6 (default: ros.joint_names of the parameters)")
     add_topic(parser,
               help="topic name for a key (joint_states, reference, effort_commands, ...), e.g. "
-                        "joint_states=/robot/joint_states (default: the names of ros/conventions.py TOPICS)")
+                        "joint_states=/robot/joint_states (default: the names of conventions.py TOPICS)")
     parser.add_argument("--reference-matching", choices=MATCHING_METHODS,
                         help="reference at each joint-state stamp (default: recording.replay.reference_matching, latest: "
                         "what the controller node acts on)")

@@ -2,8 +2,8 @@
 
 The plant runs on its own parameters (the "true" drives to recover, its sensor model and loop
 delay from ``simulation``), the controller on the model's; the bag holds the topics the recorder
-records, written by the main job's ``RecordWriter``, so ``hexapod_identify`` reads it like a bag
-recorded on the robot. Used by the tests and the benchmark, and by anyone checking the
+records, written as the main job writes its runs (``simulation.lockstep_recording``), so
+``hexapod_identify`` reads it like a bag recorded on the robot. Used by the tests and the benchmark, and by anyone checking the
 identification on a simulator before a robot run.
 """
 
@@ -16,13 +16,13 @@ import numpy as np
 from hexapod_control.bags import BagWriter
 from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.trajectories import make_trajectory
-from hexapod_control.main_job import RecordWriter
+from hexapod_control.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import HexapodParameters
-from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.simulation import make_plant
 from hexapod_control.simulation.delay import DelayedPlant
 from hexapod_control.simulation.lockstep import LockstepLoop
+from hexapod_control.simulation.lockstep_recording import RecordWriter
 
 
 def record_simulated_run(

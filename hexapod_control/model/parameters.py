@@ -107,7 +107,7 @@ MujocoIntegrator = Literal["Euler", "implicit", "implicitfast", "RK4"]
 MujocoSolver = Literal["Newton", "CG", "PGS"]
 StorageFormat = Literal["mcap", "sqlite3"]
 MatchingMethod = Literal["interpolate", "latest"]
-# The package's topics by role, as recording.topics names them; ros/conventions.py gives each its
+# The package's topics by role, as recording.topics names them; conventions.py gives each its
 # default name (TOPICS) and message type (MESSAGE_TYPES). The model imports nothing above it.
 TopicKey = Literal[
     "joint_states", "reference", "platform_pose", "platform_twist", "passive_joint_states",
@@ -572,7 +572,7 @@ class ReplaySettings(_Section):
 class RecordingSettings(_Section):
     storage: StorageFormat = Field(description="rosbag2 storage plugin of the recorder")
     topics: Annotated[tuple[TopicKey, ...], Field(min_length=1), AfterValidator(_distinct)] = Field(
-        description="topics recorded by the recorder node, by role (keys of ros.conventions.TOPICS)"
+        description="topics recorded by the recorder node, by role (keys of conventions.TOPICS)"
     )
     output_directory: Name = Field(description="main job: output goes to <output_directory>/<timestamp>/")
     evaluation: EvaluationSettings

@@ -25,6 +25,12 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from trajectory_msgs.msg import MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
 
 from hexapod_control.control.loop import DiagnosticThrottle, Level
+from hexapod_control.conventions import (
+    REFERENCE_JOINT_NAME,
+    ReferencePoint,
+    euler_from_message_quaternion,
+    stamp_fields,
+)
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
 from hexapod_control.model.parameters import (
     HexapodParameters,
@@ -32,12 +38,6 @@ from hexapod_control.model.parameters import (
     load_parameters,
 )
 from hexapod_control.model.rotations import angular_velocity_from_euler_rates
-from hexapod_control.ros.conventions import (
-    REFERENCE_JOINT_NAME,
-    ReferencePoint,
-    euler_from_message_quaternion,
-    stamp_fields,
-)
 
 # Reliable, keep-last 10: the rclcpp/rclpy default, which ros2_control's JointGroupEffortController
 # and joint_state_broadcaster use too, so the nodes match a real driver without QoS overrides.

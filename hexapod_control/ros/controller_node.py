@@ -61,6 +61,7 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 from hexapod_control.control.controllers import CONTROLLER_NAMES, GAIN_SETS
 from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.safety import Decision, SupervisorState
+from hexapod_control.conventions import TOPICS, check_frame, time_from_stamp
 from hexapod_control.errors import InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.ros.common import (
@@ -73,7 +74,6 @@ from hexapod_control.ros.common import (
     run_node,
     seconds,
 )
-from hexapod_control.ros.conventions import TOPICS, check_frame, time_from_stamp
 from hexapod_control.ros.wire import JointStateFields
 
 NODE_NAME = "hexapod_controller"

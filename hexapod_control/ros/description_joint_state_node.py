@@ -25,9 +25,9 @@ import math
 from rcl_interfaces.msg import ParameterDescriptor
 from sensor_msgs.msg import JointState
 
+from hexapod_control.conventions import TOPICS, joint_state_arrays
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
 from hexapod_control.ros.common import RELIABLE_QOS, HexapodNode, run_node
-from hexapod_control.ros.conventions import TOPICS, joint_state_arrays
 from hexapod_control.simulation.description_joints import DescriptionJoints
 
 NODE_NAME = "hexapod_description_joint_states"

@@ -104,6 +104,7 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from hexapod_control.control.loop import DiagnosticThrottle
+from hexapod_control.conventions import TOPICS
 from hexapod_control.drive.core import CommandHold, DriveCore, DriveState
 from hexapod_control.drive.simulated_board import EndStopPlant, SimulatedBoard, whole_plant_steps
 from hexapod_control.errors import BoardError, InvalidInputError, ParameterError
@@ -121,7 +122,6 @@ from hexapod_control.ros.common import (
     run_node,
     use_realtime_priority,
 )
-from hexapod_control.ros.conventions import TOPICS
 from hexapod_control.ros.timing_log import TimingLog
 from hexapod_control.ros.wait_set_loop import WaitSetLoop
 from hexapod_control.ros.wire import JointStateWriter

@@ -19,6 +19,11 @@ from __future__ import annotations
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from sensor_msgs.msg import JointState
 
+from hexapod_control.conventions import (
+    TOPICS,
+    joint_state_arrays,
+    time_from_stamp,
+)
 from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
@@ -32,11 +37,6 @@ from hexapod_control.ros.common import (
     run_node,
     seconds,
     twist_message,
-)
-from hexapod_control.ros.conventions import (
-    TOPICS,
-    joint_state_arrays,
-    time_from_stamp,
 )
 
 NODE_NAME = "hexapod_forward_kinematics"

@@ -30,6 +30,14 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from hexapod_control.control.force_residual import ForceResidualMonitor
 from hexapod_control.control.trajectories import Reference
+from hexapod_control.conventions import (
+    TOPICS,
+    check_frame,
+    effort_array,
+    euler_from_reference_point,
+    joint_state_arrays,
+    time_from_stamp,
+)
 from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.ros.common import (
@@ -39,14 +47,6 @@ from hexapod_control.ros.common import (
     reference_point,
     run_node,
     seconds,
-)
-from hexapod_control.ros.conventions import (
-    TOPICS,
-    check_frame,
-    effort_array,
-    euler_from_reference_point,
-    joint_state_arrays,
-    time_from_stamp,
 )
 
 NODE_NAME = "hexapod_inverse_dynamics"

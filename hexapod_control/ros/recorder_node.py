@@ -35,10 +35,10 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from hexapod_control.bags import BagWriter
 from hexapod_control.bags.topics import parse_topic_overrides, resolve_topic_names
+from hexapod_control.conventions import MESSAGE_TYPES
 from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.parameters import STORAGE_FORMATS, load_parameters
 from hexapod_control.options import add_output, add_params, add_topic
-from hexapod_control.ros.conventions import MESSAGE_TYPES
 
 NODE_NAME = "hexapod_recorder"
 # Messages a subscription may hold while the executor is busy (1 s of a 1 kHz topic).

@@ -60,6 +60,7 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from hexapod_control.control.safety import SupervisorState
 from hexapod_control.control.trajectory_player import TRAJECTORY_CHOICES, TrajectoryPlayer
+from hexapod_control.conventions import TOPICS, check_frame, reference_point_from_euler
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
 from hexapod_control.ros.common import (
@@ -79,7 +80,6 @@ from hexapod_control.ros.common import (
     use_realtime_priority,
 )
 from hexapod_control.ros.controller_node import ControllerNode
-from hexapod_control.ros.conventions import TOPICS, check_frame, reference_point_from_euler
 from hexapod_control.ros.timing_log import LatencyWindow, TimingLog
 from hexapod_control.ros.wait_set_loop import WaitSetLoop
 from hexapod_control.ros.wire import JointStateFields, JointStateWire

@@ -35,6 +35,7 @@ from rosgraph_msgs.msg import Clock as ClockMessage
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
+from hexapod_control.conventions import TOPICS, effort_array
 from hexapod_control.errors import (
     HexapodError,
     InvalidInputError,
@@ -50,7 +51,6 @@ from hexapod_control.ros.common import (
     run_node,
     set_time,
 )
-from hexapod_control.ros.conventions import TOPICS, effort_array
 from hexapod_control.simulation import BACKENDS, make_plant
 from hexapod_control.simulation.delay import with_loop_delay
 

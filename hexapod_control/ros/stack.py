@@ -47,13 +47,13 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from hexapod_control.control.controllers import CONTROLLER_NAMES
 from hexapod_control.control.trajectories import wrap_angle
+from hexapod_control.conventions import TOPICS, euler_from_reference_point
 from hexapod_control.errors import HexapodError, InvalidInputError, StackStalledError
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
 from hexapod_control.model.rotations import euler_zyx_from_quaternion
 from hexapod_control.options import add_params
 from hexapod_control.ros.common import RELIABLE_QOS, reference_point
 from hexapod_control.ros.controller_node import ControllerNode
-from hexapod_control.ros.conventions import TOPICS, euler_from_reference_point
 from hexapod_control.ros.fk_node import ForwardKinematicsNode
 from hexapod_control.ros.inverse_dynamics_node import InverseDynamicsNode
 from hexapod_control.ros.simulator_node import SimulatorNode

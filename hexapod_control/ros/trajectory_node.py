@@ -27,6 +27,11 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from hexapod_control.control.trajectory_player import TRAJECTORY_CHOICES, TrajectoryPlayer
+from hexapod_control.conventions import (
+    TOPICS,
+    check_frame,
+    reference_point_from_euler,
+)
 from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.ros.common import (
@@ -39,11 +44,6 @@ from hexapod_control.ros.common import (
     reference_message,
     run_node,
     seconds,
-)
-from hexapod_control.ros.conventions import (
-    TOPICS,
-    check_frame,
-    reference_point_from_euler,
 )
 
 NODE_NAME = "hexapod_trajectory"

@@ -29,7 +29,7 @@ from hexapod_control.bags.cdr import (
     TemplateEncoder,
     joint_state_layout,
 )
-from hexapod_control.ros.conventions import time_from_stamp
+from hexapod_control.conventions import time_from_stamp
 
 # A JointState of six joints with a short frame_id is a few hundred bytes; one this large is not
 # walked for a layout (a message naming thousands of joints goes to the full decoder and is refused).

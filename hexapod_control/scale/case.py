@@ -32,16 +32,16 @@ from hexapod_control.control import margins
 from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.safety import SupervisorState
 from hexapod_control.control.trajectories import HoldTrajectory, home_pose, make_trajectory
-from hexapod_control.main_job import RecordWriter, loop_delay_words
+from hexapod_control.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.kinematics import POSE_NAMES
 from hexapod_control.model.parameters import HexapodParameters, load_parameters
 from hexapod_control.model.rotations import wrap_angle
-from hexapod_control.ros.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.scale.spec import Case
 from hexapod_control.simulation import make_plant
-from hexapod_control.simulation.delay import with_loop_delay
+from hexapod_control.simulation.delay import loop_delay_words, with_loop_delay
 from hexapod_control.simulation.lockstep import LockstepLoop
+from hexapod_control.simulation.lockstep_recording import RecordWriter
 
 # Per worker process: a sweep reuses few files and parameter sets, and a model costs a build.
 CACHED_MODELS = 32

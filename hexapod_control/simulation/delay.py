@@ -29,7 +29,7 @@ from collections import deque
 import numpy as np
 
 from hexapod_control.model.hexapod import JOINT_NAMES
-from hexapod_control.model.parameters import LoopDelaySettings, SimulationSettings
+from hexapod_control.model.parameters import HexapodParameters, LoopDelaySettings, SimulationSettings
 from hexapod_control.model.validation import as_vector
 from hexapod_control.simulation.plant import Plant
 
@@ -127,3 +127,11 @@ def with_loop_delay(plant: Plant, settings: SimulationSettings) -> Plant:
     if delay.periods == 0 and delay.jitter_periods == 0.0 and delay.drop_probability == 0.0:
         return plant
     return DelayedPlant.from_settings(plant, settings)
+
+
+def loop_delay_words(parameters: HexapodParameters) -> str:
+    """The loop delay of ``parameters.simulation`` in words, for reports and bag metadata."""
+    delay = parameters.simulation.loop_delay
+    return (f"{delay.periods} period(s)"
+            + (f", jitter {delay.jitter_periods:g} period(s)" if delay.jitter_periods else "")
+            + (f", {100 * delay.drop_probability:g} % of the commands lost" if delay.drop_probability else ""))

@@ -69,12 +69,12 @@ from pathlib import Path
 
 import numpy as np
 
+from hexapod_control.conventions import TOPICS
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.kinematics import SIDE_ANGLES_DEG, ClosedChainKinematics, ForwardKinematicsResult
 from hexapod_control.model.parameters import HexapodParameters, RigidBody, RosNames, load_parameters
 from hexapod_control.model.rotations import wrap_angle
 from hexapod_control.options import add_params
-from hexapod_control.ros.conventions import TOPICS
 
 # sdformat treats a URDF link of this name as the world: joints to it anchor the model. The base
 # has no mass in the parameters, and sdformat drops massless links together with their child

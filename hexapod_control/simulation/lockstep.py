@@ -26,8 +26,8 @@ import numpy as np
 
 from hexapod_control.control.loop import ControlLoop, StepRecord
 from hexapod_control.control.trajectories import CheckedTrajectory, Reference
+from hexapod_control.conventions import stamp_fields
 from hexapod_control.errors import HexapodError
-from hexapod_control.ros.conventions import stamp_fields
 from hexapod_control.simulation.plant import Plant
 
 

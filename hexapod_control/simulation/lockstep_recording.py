@@ -1,0 +1,44 @@
+"""A lockstep loop's steps written into a bag as the messages the DDS stack's nodes publish.
+
+The main job, the sweeps' cases and the simulated identification runs record their closed loops
+(:mod:`.lockstep`) with :class:`RecordWriter`, so their bags hold the topics, types and stamps of a
+recording of the nodes (``ros2 bag record`` or the recorder node), and every reader treats them
+alike.
+"""
+
+from __future__ import annotations
+
+from hexapod_control.bags import BagWriter, StepMessages, diagnostics_cdr, nanoseconds
+from hexapod_control.conventions import TOPICS
+from hexapod_control.model.rotations import quaternion_from_euler_zyx
+from hexapod_control.simulation.lockstep import LoopRecord
+
+CONTROLLER_NODE_NAME = "hexapod_controller"  # the diagnostics name the controller node gives
+
+
+class RecordWriter:
+    """Writes the messages the DDS stack's nodes publish for each lockstep step into ``writer``,
+    stamped and logged at the step's t: the topics named by ``keys`` (conventions.TOPICS keys)."""
+
+    def __init__(self, writer: BagWriter, keys, names):
+        self.writer = writer
+        self.keys = frozenset(keys)
+        self.messages = StepMessages(names.joint_names, names.base_frame)
+
+    def write(self, record: LoopRecord) -> None:
+        t, step, keys, messages, write = record.t, record.step, self.keys, self.messages, self.writer.write
+        log = nanoseconds(t)
+        reference = record.reference
+        if reference is not None and "reference" in keys:
+            write(TOPICS["reference"], log, messages.reference(t, reference.pose, reference.velocity, reference.acceleration))
+        if "joint_states" in keys:
+            write(TOPICS["joint_states"], log, messages.joint_state(t, step.q, step.qd, record.applied_forces))
+        if step.pose is not None and "platform_pose" in keys:
+            write(TOPICS["platform_pose"], log,
+                  messages.pose(t, step.pose[:3], quaternion_from_euler_zyx(tuple(step.pose[3:]))))
+        if "effort_commands" in keys:
+            write(TOPICS["effort_commands"], log, messages.effort(step.forces))
+        if step.diagnostic is not None and "diagnostics" in keys:
+            status = step.diagnostic
+            write(TOPICS["diagnostics"], log, diagnostics_cdr(
+                t, [(int(status.level), f"{CONTROLLER_NODE_NAME}: safety", status.message, status.values)]))
