@@ -12,7 +12,7 @@ Every exception class of the package derives from :class:`HexapodError` and is d
 ``hexapod_control.errors``; all of them are importable from here too.
 """
 
-import importlib
+from hexapod_control.lazy_exports import lazy_exports
 
 # Each public name and the module that defines it. They are imported on first use (PEP 562), so
 # that `import hexapod_control` and the `hexapod` command's --help load neither NumPy nor rclpy.
@@ -49,15 +49,4 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 
-def __getattr__(name: str):
-    """Import a public name on first use and keep it, as an eager import would have."""
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_PUBLIC))
+__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)

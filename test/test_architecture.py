@@ -2,6 +2,8 @@
 the public API at the root."""
 
 import ast
+import importlib
+import inspect
 import os
 import subprocess
 import sys
@@ -18,7 +20,7 @@ ROS_PACKAGE = "hexapod_control.ros"
 # one above (function-level imports count too). A unit is a subpackage or a module at the root;
 # "" is the root package, which re-exports the public API. Only ros/ imports ROS.
 LAYERS = (
-    ("errors", "options"),  # the error tree; the command-line option groups
+    ("errors", "options", "lazy_exports"),  # the error tree; the command-line option groups; re-exports
     ("model",),  # parameters schema, kinematics, dynamics, generated code
     ("conventions", "codegen", "bags"),  # topics and message fields in numbers; code generation; bag storage
     ("control",),  # trajectories, controllers, delay compensation, safety, the control loop
@@ -174,6 +176,27 @@ def test_a_planted_upward_import_is_found():
 @pytest.mark.parametrize("name", hexapod_control.__all__)
 def test_the_public_api_is_importable_from_the_package_root(name):
     assert getattr(hexapod_control, name) is not None
+
+
+EXPORTING_PACKAGES = ("hexapod_control", "hexapod_control.model", "hexapod_control.control", "hexapod_control.simulation",
+                      "hexapod_control.evaluation", "hexapod_control.drive", "hexapod_control.scale",
+                      "hexapod_control.identification", "hexapod_control.bags")
+
+
+@pytest.mark.parametrize("package", EXPORTING_PACKAGES)
+def test_every_package_exports_its_public_names_from_where_they_are_defined(package):
+    """Each name of a package's __all__ imports from it, and a class or function is the one its
+    defining module holds (not a copy, not a name imported there from elsewhere)."""
+    module = importlib.import_module(package)
+    assert module.__all__ and len(set(module.__all__)) == len(module.__all__)
+    for name in module.__all__:
+        value = getattr(module, name)
+        defined_in = getattr(module, "_PUBLIC", {}).get(name)
+        if defined_in is not None:
+            assert value is getattr(importlib.import_module(defined_in), name)
+            if inspect.isclass(value) or inspect.isfunction(value):
+                assert value.__module__ == defined_in, f"{package}.{name} is defined in {value.__module__}"
+    assert set(dir(module)) >= set(module.__all__)
 
 
 def test_the_public_api_covers_what_a_notebook_needs():

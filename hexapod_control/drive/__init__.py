@@ -6,3 +6,15 @@ amplifier fault lines; :mod:`.quanser_board` is a Quanser HIL board through ``qu
 (imported only when that board is chosen). The node ``hexapod_control.ros.fake_driver`` is the
 thin ROS shell around it.
 """
+
+from hexapod_control.lazy_exports import lazy_exports
+
+# Each public name and the module that defines it, imported on first use (lazy_exports.py).
+_PUBLIC = {
+    "Board": "hexapod_control.drive.board",
+    "BoardSample": "hexapod_control.drive.board",
+    "DriveCore": "hexapod_control.drive.core",
+    "DriveState": "hexapod_control.drive.core",
+}
+__all__ = sorted(_PUBLIC)
+__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)

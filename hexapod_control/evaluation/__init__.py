@@ -7,3 +7,18 @@
 * :mod:`.replay` - a bag through a controller offline (``hexapod_replay``).
 * :mod:`.cli` - ``hexapod_evaluate`` / ``python -m hexapod_control.evaluation``.
 """
+
+from hexapod_control.lazy_exports import lazy_exports
+
+# Each public name and the module that defines it, imported on first use (lazy_exports.py).
+_PUBLIC = {
+    "ReplayResult": "hexapod_control.evaluation.replay",
+    "RunData": "hexapod_control.evaluation.bag",
+    "RunMetrics": "hexapod_control.evaluation.metrics",
+    "evaluate_bags": "hexapod_control.evaluation.cli",
+    "evaluate_run": "hexapod_control.evaluation.metrics",
+    "load_run": "hexapod_control.evaluation.bag",
+    "replay_run": "hexapod_control.evaluation.replay",
+}
+__all__ = sorted(_PUBLIC)
+__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)

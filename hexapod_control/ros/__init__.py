@@ -1,1 +1,2 @@
-"""ROS 2 side: message conventions (ROS-free) and the rclpy nodes, thin shells over the core."""
+"""ROS 2 side: the rclpy nodes, thin shells over the core (their message conventions, in plain
+numbers, are ``hexapod_control.conventions``)."""

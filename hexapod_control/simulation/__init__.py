@@ -4,6 +4,7 @@ description in DART (Gazebo's physics engine)."""
 from __future__ import annotations
 
 from hexapod_control.errors import ParameterError
+from hexapod_control.lazy_exports import lazy_exports
 from hexapod_control.model.parameters import HexapodParameters
 from hexapod_control.simulation.plant import Plant
 
@@ -25,3 +26,16 @@ def make_plant(backend: str, parameters: HexapodParameters) -> Plant:
 
         return DartPlant(parameters)
     raise ParameterError(f"unknown simulation backend {backend!r}; expected one of {BACKENDS}")
+
+
+# The other public names, imported on first use (lazy_exports.py).
+_PUBLIC = {
+    "DelayedPlant": "hexapod_control.simulation.delay",
+    "LockstepLoop": "hexapod_control.simulation.lockstep",
+    "LoopRecord": "hexapod_control.simulation.lockstep",
+    "Plant": "hexapod_control.simulation.plant",
+    "RecordWriter": "hexapod_control.simulation.lockstep_recording",
+    "with_loop_delay": "hexapod_control.simulation.delay",
+}
+__all__ = sorted([*_PUBLIC, 'BACKENDS', 'make_plant'])
+__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)
