@@ -20,7 +20,6 @@ from hexapod_control import HexapodModel, ParameterError, load_parameters
 from hexapod_control.control.loop import ControlLoop
 from hexapod_control.control.safety import Action
 from hexapod_control.control.trajectories import HoldTrajectory, home_pose, make_trajectory
-from hexapod_control.model import dynamics as dynamics_module
 from hexapod_control.model.parameters import default_parameters_path
 from hexapod_control.simulation import make_plant
 from hexapod_control.simulation.delay import DelayedPlant
@@ -73,7 +72,7 @@ def random_states(count, seed, spread=0.03, speed=0.3, acceleration=3.0):
 def test_zero_drives_are_the_rigid_bodies_bit_for_bit():
     """With all drive terms zero the model calls the generated functions alone, as before the drives."""
     model = HexapodModel(RIGID)
-    terms, packed = dynamics_module._terms(), model.dynamics._packed
+    terms, packed = model.dynamics.terms, model.dynamics._packed
     for q, qd, qdd in random_states(5, 1):
         phi = list(model.forward_kinematics(q).phi)
         q, qd, qdd = list(q), list(qd), list(qdd)

@@ -25,7 +25,7 @@ import ros_environment
 
 from hexapod_control import HexapodModel, SingularityError, load_parameters
 from hexapod_control.control.compiled_cycle import CycleLibrary
-from hexapod_control.model import compiled, dynamics, native_build
+from hexapod_control.model import compiled, native_build
 from hexapod_control.model.dynamics import ReducedDynamics, pack_parameters
 from hexapod_control.model.generated import dynamics_terms as python_terms
 from hexapod_control.model.parameters import default_parameters_path
@@ -165,7 +165,7 @@ def test_errors_match_the_python_backend(c_terms, parameters):
     )
 
 
-def test_forward_dynamics_reports_a_mass_matrix_that_is_not_positive_definite(c_terms, parameters, monkeypatch):
+def test_forward_dynamics_reports_a_mass_matrix_that_is_not_positive_definite(c_terms, parameters):
     """The generated Cholesky: pivot 0 divides by zero, a negative pivot is a domain error."""
     packed = pack_parameters(parameters)
     state = random_states(parameters, count=1)[0]
@@ -180,8 +180,7 @@ def test_forward_dynamics_reports_a_mass_matrix_that_is_not_positive_definite(c_
             terms.reduced_forward_dynamics(*arguments, massless)
         with pytest.raises(ValueError):
             terms.reduced_forward_dynamics(*arguments, negative)
-        monkeypatch.setattr(dynamics, "terms", terms)
-        reduced = ReducedDynamics(parameters)
+        reduced = ReducedDynamics(parameters, compiled.backend_name(terms))
         reduced._packed = negative
         with pytest.raises(SingularityError, match="not positive definite"):
             reduced.forward_dynamics(state["q"], state["qd"], state["tau"], phi=state["phi"])
@@ -211,14 +210,14 @@ def test_concurrent_calls_from_threads(c_terms, parameters):
     assert not failures
 
 
-def test_reduced_dynamics_on_either_backend(c_terms, parameters, monkeypatch):
-    """The class API is unchanged: the same answers whichever module dynamics.terms is."""
+def test_reduced_dynamics_on_either_backend(c_terms, parameters):
+    """The class API is unchanged: the same answers whichever backend the dynamics are built on."""
     state = random_states(parameters, count=1, seed=11)[0]
     q, qd, qdd, phi = state["q"], state["qd"], state["qdd"], state["phi"]
     results = {}
     for terms in (python_terms, c_terms):
-        monkeypatch.setattr(dynamics, "terms", terms)
-        reduced = ReducedDynamics(parameters)
+        reduced = ReducedDynamics(parameters, compiled.backend_name(terms))
+        assert reduced.backend == compiled.backend_name(terms)
         tau = reduced.inverse_dynamics(q, qd, qdd, phi=phi)
         results[compiled.backend_name(terms)] = (
             tau,
@@ -444,16 +443,17 @@ def run_python(code, tmp_path, **environment):
 
 FALLBACK_SCRIPT = """
     from hexapod_control import HexapodModel, load_parameters
-    from hexapod_control.model import compiled, dynamics
+    from hexapod_control.model import compiled
     compiled.installed_library_path = lambda: None  # as in a source tree that was never built
     from hexapod_control.model.dynamics import ReducedDynamics
     from hexapod_control.model.parameters import default_parameters_path
     parameters = load_parameters(default_parameters_path("hexapod_validation.yaml"))
     model = HexapodModel(parameters.with_geometry(leg_length=0.378))
-    tau = ReducedDynamics(model.parameters).gravity_term([model.parameters.home_actuator_position] * 6)
+    reduced = ReducedDynamics(model.parameters)
+    tau = reduced.gravity_term([model.parameters.home_actuator_position] * 6)
     ReducedDynamics(model.parameters)
     compiled.select_backend()
-    print(compiled.backend_name(dynamics.terms), round(float(tau[0]), 4))
+    print(reduced.backend, round(float(tau[0]), 4))
 """
 
 

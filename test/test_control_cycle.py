@@ -342,6 +342,26 @@ def run_python(code, **environment):
     )
 
 
+def test_the_backend_is_chosen_when_the_model_is_built_and_the_cycle_follows_it(cycle_library, monkeypatch):
+    """Two models of one process on different dynamics backends: each computes with its own, and
+    their controllers' "auto" cycle follows it; an explicit choice is taken as it is."""
+    monkeypatch.delenv(compiled.BACKEND_VARIABLE, raising=False)
+    monkeypatch.delenv(compiled_cycle.CYCLE_VARIABLE, raising=False)
+    in_python = HexapodModel(load_parameters(), backend="python")
+    in_c = HexapodModel(load_parameters(), backend="c")
+    assert (in_python.backend, in_c.backend) == ("python", "c")
+    assert in_python.dynamics.terms is compiled.python_terms and in_c.dynamics.terms.LIBRARY_PATH
+    q, qd, qdd = in_python.home_q + 0.01, np.full(6, 0.1), np.full(6, -0.2)
+    np.testing.assert_allclose(in_c.inverse_dynamics(q, qd, qdd), in_python.inverse_dynamics(q, qd, qdd), rtol=1e-12)
+    for name in CONTROLLER_NAMES:
+        assert make_controller(name, in_python).cycle_backend == "python"
+        assert make_controller(name, in_c).cycle_backend == "c"
+        controller = make_controller(name, in_python)
+        assert controller.select_cycle("c") == "c"
+    with pytest.raises(ValueError, match="HEXAPOD_DYNAMICS_BACKEND='fortran'"):
+        HexapodModel(load_parameters(), backend="fortran")
+
+
 SELECTION_SCRIPT = """
     from hexapod_control import HexapodModel
     from hexapod_control.control.controllers import make_controller

@@ -16,7 +16,6 @@ from scipy.optimize import fsolve
 from velocity_oracle import VelocityOracle
 
 from hexapod_control import HexapodModel, InvalidInputError, load_parameters
-from hexapod_control.model import dynamics as dynamics_module
 from hexapod_control.model.dynamics import ReducedDynamics, pack_parameters
 from hexapod_control.model.parameters import default_parameters_path
 
@@ -290,7 +289,7 @@ def test_reduced_mass_matrix_is_a_t_m_a_symmetric_positive_definite(setup):
     step = 3e-4  # 1e-3: truncation 1.3e-11, 1e-4: round-off 1e-12 (relative to M_bar)
     for _ in range(10):
         q, phi = random_configuration(parameters, rng)
-        generated = np.array(dynamics_module.terms.reduced_mass_matrix(q, phi, packed)).reshape(6, 6)
+        generated = np.array(dynamics.terms.reduced_mass_matrix(q, phi, packed)).reshape(6, 6)
         scale = np.abs(generated).max()
         assert np.abs(generated - generated.T).max() <= 3e-16 * scale  # 8.1e-17 measured, both backends
         mass = dynamics.mass_matrix(q, phi=phi)

@@ -110,7 +110,8 @@ def cycle_library(choice: str | None = None) -> CycleLibrary | None:
     """The cycle library for ``choice`` or ``$HEXAPOD_CONTROL_CYCLE`` (auto|python|c), None for Python.
 
     ``auto`` follows the dynamics backend (compiled.select_backend: the installed library, the
-    developer fallback, or the Python code with one warning); ``c`` requires the library.
+    developer fallback, or the Python code with one warning), and a model built on the Python
+    dynamics keeps its controllers in Python (:func:`follows_model`); ``c`` requires the library.
     Memoised per choice.
     """
     return compiled.memoised_choice(choice, CYCLE_VARIABLE, CHOICES, _libraries, _libraries_lock, _load)
@@ -125,6 +126,12 @@ def _load(choice: str) -> CycleLibrary | None:
     return CycleLibrary(terms.LIBRARY, terms.LIBRARY_PATH)
 
 
+def follows_model(choice: str | None, model) -> bool:
+    """False when ``choice`` (or ``$HEXAPOD_CONTROL_CYCLE``) is "auto" for a model built on the Python
+    dynamics: its controllers then run in Python too. "c" and "python" are taken as they are."""
+    return compiled.resolved_choice(choice, CYCLE_VARIABLE, CHOICES) != "auto" or model.backend == "c"
+
+
 def attach(controller, choice: str | None, output_type: type, status_type: type) -> CompiledCycle | None:
     """The compiled cycle of ``controller``, or None when its updates are to run in Python.
 
@@ -133,6 +140,8 @@ def attach(controller, choice: str | None, output_type: type, status_type: type)
     """
     if controller.name == "computed_torque" and not controller.model.dynamics.actuators.rigid:
         return None  # the C law has the rigid bodies only; the drives' inertia and friction are Python's
+    if not follows_model(choice, controller.model):
+        return None
     library = cycle_library(choice)
     if library is None:
         return None

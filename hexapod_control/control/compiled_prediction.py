@@ -103,7 +103,7 @@ def attach(model, steps: int, choice: str | None = None) -> CompiledPrediction |
 
     The C code has the drives' symmetric law (inertia, viscous and smooth Coulomb friction); drives
     with the lead screw's terms (direction, Stribeck, ripple) run the NumPy code."""
-    if not model.dynamics.actuators.symmetric:
+    if not model.dynamics.actuators.symmetric or not compiled_cycle.follows_model(choice, model):
         return None
     library = prediction_library(choice)
     return None if library is None else CompiledPrediction(library, model, steps)

@@ -389,16 +389,20 @@ def backend_name(terms) -> str:
     return getattr(terms, "BACKEND", "python")
 
 
-def memoised_choice(choice: str | None, variable: str, choices: Sequence[str], cache: dict, lock, load):
-    """``load(choice)`` for ``choice`` or ``$variable`` (default "auto"), once per choice and process.
-
-    ValueError names the variable when the choice is not one of ``choices``.
-    """
+def resolved_choice(choice: str | None, variable: str, choices: Sequence[str]) -> str:
+    """``choice``, or ``$variable`` when it is None (default "auto"), normalised; ValueError naming
+    the variable (whose values an argument takes too) when it is not one of ``choices``."""
     if choice is None:
         choice = os.environ.get(variable, "")
     choice = choice.strip().lower() or "auto"
     if choice not in choices:
         raise ValueError(f"{variable}={choice!r}: expected one of {', '.join(choices)}")
+    return choice
+
+
+def memoised_choice(choice: str | None, variable: str, choices: Sequence[str], cache: dict, lock, load):
+    """``load(choice)`` for :func:`resolved_choice`, once per choice and process."""
+    choice = resolved_choice(choice, variable, choices)
     with lock:
         if choice not in cache:
             cache[choice] = load(choice)

@@ -6,8 +6,9 @@ rho = (q0..q5, phi1, phi2, phi3):
     M(rho) rho_dd + h(rho, rho_d) + g(rho) = tau_rho + D^T lambda,
 
 evaluated by the code generated into :mod:`hexapod_control.model.generated.dynamics_terms`
-(``python -m hexapod_control.codegen``) or by its compiled C twin, chosen at first use by
-``HEXAPOD_DYNAMICS_BACKEND=auto|python|c`` (see :mod:`hexapod_control.model.compiled`). Reduction to
+(``python -m hexapod_control.codegen``) or by its compiled C twin, the ``backend`` chosen when the
+dynamics are built (``HEXAPOD_DYNAMICS_BACKEND=auto|python|c`` when none is given; see
+:mod:`hexapod_control.model.compiled`). Reduction to
 the actuators (thesis 4.97-4.101) with rho_d = A(q) q_d and A(q) = [I; -(dgamma/dphi)^-1 dgamma/dq]:
 
     M_bar = A^T M A,    C_bar q_d = A^T (M [0; b] + h(rho, A q_d)),    g_bar = A^T g,
@@ -36,10 +37,6 @@ from hexapod_control.model.kinematics import JOINT_NAMES, PASSIVE_NAMES, Kinemat
 from hexapod_control.model.parameters import HexapodParameters
 from hexapod_control.model.validation import as_vector
 
-# The generated terms in use: hexapod_control.model.generated.dynamics_terms or its compiled twin (same
-# functions). Chosen on first use (the C backend may have to be compiled), see _terms().
-terms = None
-
 N_ACTUATORS = 6
 N_PASSIVE = 3
 N_COORDINATES = N_ACTUATORS + N_PASSIVE
@@ -55,16 +52,9 @@ _GEOMETRY_FIELDS = {
 }
 
 
-def _terms():
-    """The selected generated terms, resolving ``HEXAPOD_DYNAMICS_BACKEND`` on the first call."""
-    global terms
-    if terms is None:
-        terms = compiled.select_backend()
-    return terms
-
-
 def pack_parameters(parameters: HexapodParameters) -> tuple[float, ...]:
-    """The flat parameter tuple of the generated functions, in ``terms.PARAMETER_NAMES`` order."""
+    """The flat parameter tuple of the generated functions, in their ``PARAMETER_NAMES`` order (the
+    same for both backends)."""
     values = {name: float(getattr(parameters.geometry, field)) for name, field in _GEOMETRY_FIELDS.items()}
     values["gravity"] = float(parameters.gravity)
     for kind in ("platform", "leg", "pu_part1", "pu_part2", "s_part1", "s_part2"):
@@ -72,7 +62,7 @@ def pack_parameters(parameters: HexapodParameters) -> tuple[float, ...]:
         values[f"{kind}_mass"] = float(body.mass)
         for axis, moment in zip(("ixx", "iyy", "izz"), body.inertia):
             values[f"{kind}_{axis}"] = float(moment)
-    return tuple(values[name] for name in _terms().PARAMETER_NAMES)
+    return tuple(values[name] for name in compiled.python_terms.PARAMETER_NAMES)
 
 
 def _finite(values, what: str, where) -> list[float]:
@@ -86,11 +76,14 @@ class RigidBodyDynamics:
     """M(rho), h(rho, rho_d), g(rho), energies and Q = M rho_dd + h + g of the non-minimal model.
 
     ``rho`` must lie on the constraint manifold gamma(q, phi) = 0 for the numbers to be physical
-    (the formulas take y_F, z_F as unit vectors there).
+    (the formulas take y_F, z_F as unit vectors there). ``backend``: "python", "c" or "auto" (C when
+    the library is available), None for ``$HEXAPOD_DYNAMICS_BACKEND`` (default auto).
     """
 
-    def __init__(self, parameters: HexapodParameters):
+    def __init__(self, parameters: HexapodParameters, backend: str | None = None):
         self.parameters = parameters
+        self.terms = compiled.select_backend(backend)  # the generated functions, Python or C
+        self.backend = compiled.backend_name(self.terms)
         self._packed = pack_parameters(parameters)
         self._two_leg_length = 2.0 * parameters.geometry.leg_length
 
@@ -110,23 +103,23 @@ class RigidBodyDynamics:
     # ------------------------------------------------------------------ public API
     def mass_matrix(self, rho) -> np.ndarray:
         rho = self._rho(rho)
-        flat = _finite(self._call(terms.mass_matrix, rho), "M(rho)", rho)
+        flat = _finite(self._call(self.terms.mass_matrix, rho), "M(rho)", rho)
         return np.array(flat).reshape(N_COORDINATES, N_COORDINATES)
 
     def velocity_term(self, rho, rho_dot) -> np.ndarray:
         rho = self._rho(rho)
         rho_dot = as_vector(rho_dot, N_COORDINATES, "rho_dot", COORDINATE_NAMES)
-        return np.array(_finite(self._call(terms.velocity_term, rho, rho_dot), "h(rho, rho_dot)", rho))
+        return np.array(_finite(self._call(self.terms.velocity_term, rho, rho_dot), "h(rho, rho_dot)", rho))
 
     def gravity_term(self, rho) -> np.ndarray:
         rho = self._rho(rho)
-        return np.array(_finite(self._call(terms.gravity_term, rho), "g(rho)", rho))
+        return np.array(_finite(self._call(self.terms.gravity_term, rho), "g(rho)", rho))
 
     def energy(self, rho, rho_dot) -> tuple[float, float]:
         """(kinetic, potential) [J]; potential is zero with every centre of mass at z = 0."""
         rho = self._rho(rho)
         rho_dot = as_vector(rho_dot, N_COORDINATES, "rho_dot", COORDINATE_NAMES)
-        kinetic, potential = _finite(self._call(terms.energy, rho, rho_dot), "energy", rho)
+        kinetic, potential = _finite(self._call(self.terms.energy, rho, rho_dot), "energy", rho)
         return float(kinetic), float(potential)
 
     def generalized_forces(self, rho, rho_dot, rho_ddot) -> np.ndarray:
@@ -134,7 +127,7 @@ class RigidBodyDynamics:
         rho = self._rho(rho)
         rho_dot = as_vector(rho_dot, N_COORDINATES, "rho_dot", COORDINATE_NAMES)
         rho_ddot = as_vector(rho_ddot, N_COORDINATES, "rho_ddot", COORDINATE_NAMES)
-        values = self._call(terms.generalized_forces, rho, rho_dot, rho_ddot)
+        values = self._call(self.terms.generalized_forces, rho, rho_dot, rho_ddot)
         return np.array(_finite(values, "generalized forces", rho))
 
 
@@ -168,10 +161,12 @@ class ReducedDynamics:
     forward kinematics is solved from home.
     """
 
-    def __init__(self, parameters: HexapodParameters):
+    def __init__(self, parameters: HexapodParameters, backend: str | None = None):
+        """``backend`` as :class:`RigidBodyDynamics`'s."""
         self.parameters = parameters
         self.kinematics = Kinematics(parameters)
-        self.rigid_body = RigidBodyDynamics(parameters)
+        self.rigid_body = RigidBodyDynamics(parameters, backend)
+        self.terms, self.backend = self.rigid_body.terms, self.rigid_body.backend
         self.actuators = ActuatorModel(parameters.actuators)
         self._packed = self.rigid_body._packed
 
@@ -204,14 +199,14 @@ class ReducedDynamics:
         """(phi, A(q) (9, 6), b = A_dot q_d (3,)); b is zero when ``qd`` is not given."""
         q, phi = self._state(q, phi)
         qd = [0.0] * N_ACTUATORS if qd is None else as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
-        values = np.array(self._call(terms.passive_kinematics, q, phi, qd))
+        values = np.array(self._call(self.terms.passive_kinematics, q, phi, qd))
         passive_map = np.concatenate((_IDENTITY, values[:_PASSIVE_MAP_SIZE])).reshape(N_COORDINATES, N_ACTUATORS)
         return np.array(phi), passive_map, values[_PASSIVE_MAP_SIZE:]
 
     def mass_matrix(self, q, phi=None) -> np.ndarray:
         """M_bar = A^T M A + diag(J) (6, 6), symmetric positive definite [kg]."""
         q, phi = self._state(q, phi)
-        mass = _symmetric(self._call(terms.reduced_mass_matrix, q, phi))
+        mass = _symmetric(self._call(self.terms.reduced_mass_matrix, q, phi))
         if not self.actuators.rigid:
             mass[np.diag_indices(N_ACTUATORS)] += self.actuators.inertia
         return mass
@@ -220,19 +215,19 @@ class ReducedDynamics:
         """C_bar q_d = A^T (M [0; b] + h(rho, A q_d)) (6,) [N]."""
         q, phi = self._state(q, phi)
         qd = as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
-        return np.array(self._call(terms.reduced_velocity_term, q, phi, qd))
+        return np.array(self._call(self.terms.reduced_velocity_term, q, phi, qd))
 
     def gravity_term(self, q, phi=None) -> np.ndarray:
         """g_bar = A^T g = dU(q)/dq (6,) [N]."""
         q, phi = self._state(q, phi)
-        return np.array(self._call(terms.reduced_gravity_term, q, phi))
+        return np.array(self._call(self.terms.reduced_gravity_term, q, phi))
 
     def inverse_dynamics(self, q, qd, qdd, phi=None) -> np.ndarray:
         """Actuator forces tau (6,) [N] for the motion (q, q_d, q_dd)."""
         q, phi = self._state(q, phi)
         qd = as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
         qdd = as_vector(qdd, N_ACTUATORS, "qdd", JOINT_NAMES)
-        tau = np.array(self._call(terms.reduced_inverse_dynamics, q, phi, qd, qdd))
+        tau = np.array(self._call(self.terms.reduced_inverse_dynamics, q, phi, qd, qdd))
         if self.actuators.rigid:
             return tau
         return tau + self.actuators.forces(qd, qdd, q)
@@ -250,7 +245,7 @@ class ReducedDynamics:
         tau = as_vector(tau, N_ACTUATORS, "tau", JOINT_NAMES)
         try:
             if self.actuators.rigid:
-                return np.array(self._call(terms.reduced_forward_dynamics, q, phi, qd, tau))
+                return np.array(self._call(self.terms.reduced_forward_dynamics, q, phi, qd, tau))
             mass = self.mass_matrix(q, phi)
             bias = self.inverse_dynamics(q, qd, [0.0] * N_ACTUATORS, phi)  # C_bar q_d + g_bar + f(q_d)
             return _solve_positive_definite(mass, np.asarray(tau) - bias)
@@ -261,7 +256,7 @@ class ReducedDynamics:
         """(kinetic, potential) [J] of the whole robot moving with q_d, the drives' rotors included."""
         q, phi = self._state(q, phi)
         qd = as_vector(qd, N_ACTUATORS, "qd", JOINT_NAMES)
-        kinetic, potential = self._call(terms.reduced_energy, q, phi, qd)
+        kinetic, potential = self._call(self.terms.reduced_energy, q, phi, qd)
         if not self.actuators.rigid:
             kinetic += self.actuators.kinetic_energy(qd)
         return float(kinetic), float(potential)
@@ -282,9 +277,9 @@ class ReducedDynamics:
     def _analytic_jacobian_terms(self, q, phi, qd) -> JacobianTerms:
         """As :meth:`analytic_jacobian_terms` for inputs already validated (sequences of floats)."""
         if qd is None:
-            values = self._call(terms.analytic_jacobian, q, phi)
+            values = self._call(self.terms.analytic_jacobian, q, phi)
         else:
-            values = self._call(terms.analytic_jacobian_and_convective, q, phi, qd)
+            values = self._call(self.terms.analytic_jacobian_and_convective, q, phi, qd)
         conditioning, cos_mu = values[-2:]
         if not cos_mu >= EULER_SINGULARITY_COS:
             raise SingularityError(f"ZYX Euler angles are singular: cos(mu) = {cos_mu:.3g} at q = {list(q)}")

@@ -63,26 +63,31 @@ class HexapodModel:
 
     Methods that need the passive angles take ``phi`` (trusted: the physical mode's, e.g. from
     this step's forward kinematics) or else solve the forward kinematics warm-started from
-    ``state``, or from home without one. Building a model builds the dynamics backend (the
-    compiled C, on a machine's first use), so no control cycle pays for it.
+    ``state``, or from home without one. Building a model builds its dynamics backend (the
+    compiled C, on a machine's first use), so no control cycle pays for it: ``backend`` "c",
+    "python" or "auto" (C when the library is available, else Python with one warning), None for
+    ``$HEXAPOD_DYNAMICS_BACKEND`` (default auto). ``model.backend`` is the one in use ("c" or
+    "python"); the controllers' compiled cycle follows it unless told otherwise.
     """
 
     joint_names = JOINT_NAMES
 
-    def __init__(self, parameters: HexapodParameters):
+    def __init__(self, parameters: HexapodParameters, backend: str | None = None):
         kinematics = Kinematics(parameters)
+        dynamics = ReducedDynamics(parameters, backend)
         object.__setattr__(self, "parameters", parameters)
         object.__setattr__(self, "kinematics", kinematics)
-        object.__setattr__(self, "dynamics", ReducedDynamics(parameters))
+        object.__setattr__(self, "dynamics", dynamics)
+        object.__setattr__(self, "backend", dynamics.backend)
         object.__setattr__(self, "home_q", np.array(kinematics.home_q))
 
     def __setattr__(self, name, value):
         raise AttributeError(f"HexapodModel is immutable: cannot set {name!r} (carry state in a KinematicState)")
 
     @classmethod
-    def from_yaml(cls, path: str | Path | None = None) -> "HexapodModel":
+    def from_yaml(cls, path: str | Path | None = None, backend: str | None = None) -> "HexapodModel":
         """Model of a parameters file (default: the shipped experiments set, config/hexapod.yaml)."""
-        return cls(load_parameters(path))
+        return cls(load_parameters(path), backend)
 
     def create_state(self) -> KinematicState:
         """A new forward-kinematics warm start at home, for one robot (or one series of q)."""
