@@ -198,7 +198,7 @@ def test_make_controller_wraps_only_when_asked():
     wrapped = make_controller("double_loop", MODEL, delay_compensation=PARAMETERS.controllers.delay_compensation)
     assert isinstance(wrapped, DelayCompensatedController) and wrapped.name == "double_loop"
     assert wrapped.estimator is not None and wrapped.delay_periods == PARAMETERS.controllers.delay_compensation.delay_periods
-    np.testing.assert_array_equal(wrapped.integral, np.zeros(6))  # the wrapped law's state reads through
+    np.testing.assert_array_equal(wrapped.controller.integral, np.zeros(6))  # the wrapped law, named
 
 
 def test_the_output_reports_the_measured_state_and_bad_input_gets_the_safe_output():

@@ -74,6 +74,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -151,6 +152,33 @@ class _SafeOutput(Exception):
 _NAN6 = np.full(6, np.nan)
 
 
+# ------------------------------------------------------------------------------------------ protocol
+class Controller(Protocol):
+    """What the control loop and the supervisor ask of a controller: a bare law below, or one behind
+    the delay compensation (:class:`~hexapod_control.control.delay_compensation.DelayCompensatedController`).
+
+    ``answering``, ``commanded``, ``published`` and ``measured_effort`` tell the controller what the
+    loop knows of the forces in flight (delay_compensation.py); a bare law acts on the state as
+    measured and takes no account of them.
+    """
+
+    name: str
+    model: HexapodModel
+    period: float  # nominal [s]
+
+    def reset(self, t: float, q, qd) -> None: ...
+
+    def update(self, t: float, q, qd, reference: Reference) -> ControlOutput: ...
+
+    def answering(self, when: float) -> None: ...
+
+    def commanded(self, t: float, forces) -> None: ...
+
+    def published(self, t: float, when: float) -> None: ...
+
+    def measured_effort(self, t: float, effort) -> None: ...
+
+
 # ------------------------------------------------------------------------------------------ base
 class OperationalSpaceController:
     """Shared machinery: validation, FK, J_A and its (damped) inverse, pose error, clamping."""
@@ -203,6 +231,19 @@ class OperationalSpaceController:
         fk = self.model.forward_kinematics(q, self.kinematic_state)  # raises ConvergenceError / AssemblyModeJumpError
         self._updated_at = None
         self._reset_state(q, fk)
+
+    # A bare law acts on the state as measured: what is in flight is not its business (Controller).
+    def answering(self, when: float) -> None:
+        pass
+
+    def commanded(self, t: float, forces) -> None:
+        pass
+
+    def published(self, t: float, when: float) -> None:
+        pass
+
+    def measured_effort(self, t: float, effort) -> None:
+        pass
 
     def feedback_scale(self, t: float) -> float:
         """The factor on the feedback gains of the update at ``t`` (module doc, "Feedback over the hold")."""
@@ -437,7 +478,7 @@ _CONTROLLERS = {"double_loop": DoubleLoopController, "computed_torque": Computed
 def make_controller(
     name: str, model: HexapodModel, settings: ControllerSettings | None = None, gain_set: str = "robot",
     delay_compensation: DelayCompensationSettings | None = None,
-):
+) -> Controller:
     """A controller by name ("double_loop" or "computed_torque"), configured from the model's YAML.
 
     Without ``settings``, they are the model's ``parameters.controllers``; ``gain_set`` is "robot"

@@ -242,12 +242,6 @@ class DelayCompensatedController:
     def period(self) -> float:
         return self.controller.period
 
-    def __getattr__(self, name: str):
-        # The wrapped controller's own state (integral, gains, ...) reads through.
-        if name == "controller":
-            raise AttributeError(name)
-        return getattr(self.controller, name)
-
     # -------------------------------------------------------------- prediction
     def _period(self, t: float) -> float:
         """The median spacing of the recent joint-state stamps (the nominal period before two)."""

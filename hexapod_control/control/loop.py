@@ -22,7 +22,6 @@ import numpy as np
 
 from hexapod_control.control import compiled_step
 from hexapod_control.control.controllers import ControlStatus, make_controller
-from hexapod_control.control.delay_compensation import DelayCompensatedController
 from hexapod_control.control.safety import Action, Decision, Feedback, Intake, SafetySupervisor, SupervisorState
 from hexapod_control.control.trajectories import Reference
 from hexapod_control.conventions import (
@@ -229,15 +228,13 @@ class ControlLoop:
         return StepRecord(stamp, nan, nan, None, decision, self.diagnostic(now), self.supervisor.last_error)
 
     def _command(self, now: float, stamp: float):
-        """The supervisor's decision at ``now`` for the state stamped ``stamp``. A delay-compensated
-        controller is told that the state is answered then, so that its prediction covers the periods
-        the state is already old, and the forces decided are its command in flight, whoever decided them."""
-        compensated = isinstance(self.controller, DelayCompensatedController)
-        if compensated:
-            self.controller.answering(now)
+        """The supervisor's decision at ``now`` for the state stamped ``stamp``. The controller is told
+        that the state is answered then, so that a delay-compensated one's prediction covers the
+        periods the state is already old, and that the forces decided are its command in flight,
+        whoever decided them."""
+        self.controller.answering(now)
         decision = self.supervisor.command(now, self.controller.update)
-        if compensated:
-            self.controller.commanded(stamp, decision.forces)
+        self.controller.commanded(stamp, decision.forces)
         return decision
 
     def _answer(self, now: float, stamp: float, names, reference_source: ReferenceSource | None, efforts,
@@ -248,7 +245,7 @@ class ControlLoop:
         if reference_source is not None:
             reference_source(stamp)
         effort = None
-        if efforts is not None and len(efforts) and isinstance(self.controller, DelayCompensatedController):
+        if efforts is not None and len(efforts):
             if len(efforts) == 6 and (names == self._names[0] or names == self._names[1]):
                 effort = finite_effort(efforts, len(self.joint_names))  # in joint order, as drivers send them
             else:
@@ -335,7 +332,7 @@ class ControlLoop:
         late answer acts later, which the delay compensation takes into account."""
         if self._step is not None and self._step.owned:
             self._step.published(stamp, when)
-        elif isinstance(self.controller, DelayCompensatedController):
+        else:
             self.controller.published(stamp, when)
 
     def judge(self, now: float, stamp: float, names, positions, velocities, steady: float | None = None) -> None:

@@ -137,6 +137,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hexapod_control.control.controllers import ControlOutput
 from hexapod_control.control.stamp_period import StampPeriod
 from hexapod_control.control.trajectories import Reference, SmoothMove, check_reference_limits
 from hexapod_control.conventions import (
@@ -217,11 +218,11 @@ class Decision:
     action: Action
     state: SupervisorState
     reason: str  # why the action is not CONTROL ("" when it is)
-    control: object | None = None  # the controller's ControlOutput when it ran
+    control: ControlOutput | None = None  # the controller's output when it ran
     saturated: np.ndarray = field(default_factory=lambda: np.zeros(6, dtype=bool))
 
 
-ControlLaw = Callable[[float, np.ndarray, np.ndarray, Reference], object]  # -> ControlOutput
+ControlLaw = Callable[[float, np.ndarray, np.ndarray, Reference], ControlOutput]
 ResetLaw = Callable[[float, np.ndarray, np.ndarray], None]
 
 
