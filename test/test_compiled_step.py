@@ -90,23 +90,23 @@ class TwinLoops:
             a, b = loop_a.controller, loop_b.controller
             assert a.delay_periods == b.delay_periods
             np.testing.assert_allclose(a.estimator.misfits, b.estimator.misfits, rtol=1e-12, atol=0)
-            assert [(s, l) for s, _, l in a._sent] == [(s, l) for s, _, l in b._sent]
-            for (_, fa, _), (_, fb, _) in zip(a._sent, b._sent):
+            assert [(s, l) for s, _, l in a.flight.sent] == [(s, l) for s, _, l in b.flight.sent]
+            for (_, fa, _), (_, fb, _) in zip(a.flight.sent, b.flight.sent):
                 np.testing.assert_allclose(fa, fb, rtol=0, atol=TOLERANCE)
-            assert list(a._stamps._spacings) == list(b._stamps._spacings)
+            assert a.flight.stamps.snapshot() == b.flight.stamps.snapshot()
             sa, sb = loop_a.supervisor, loop_b.supervisor
-            assert list(sa.joint_state_period._spacings) == list(sb.joint_state_period._spacings)
-            assert (sa._saturated_since, sa._frozen_since, sa._frozen_commands) == (
-                sb._saturated_since, sb._frozen_since, sb._frozen_commands)
+            assert sa.joint_state_period.snapshot() == sb.joint_state_period.snapshot()
+            assert (sa.saturated_since, sa.frozen_since, sa.frozen_commands) == (
+                sb.saturated_since, sb.frozen_since, sb.frozen_commands)
             assert sa.repeated_joint_states == sb.repeated_joint_states
             assert sa.invalid_joint_states == sb.invalid_joint_states
             law_a, law_b = a.controller, b.controller
             for name in ("last_q", "last_phi", "previous_q", "previous_phi"):
                 np.testing.assert_allclose(getattr(law_a.kinematic_state, name), getattr(law_b.kinematic_state, name),
                                            rtol=0, atol=TOLERANCE)
-            assert law_a._updated_at == law_b._updated_at
+            assert law_a.updated_at == law_b.updated_at
             if law_a.name == "double_loop":
-                np.testing.assert_allclose(law_a._integral, law_b._integral, rtol=0, atol=TOLERANCE)
+                np.testing.assert_allclose(law_a.integral, law_b.integral, rtol=0, atol=TOLERANCE)
 
 
 def run(controller: str, scenario, steps: int = STEPS, jitter: float = 0.0) -> TwinLoops:

@@ -147,7 +147,7 @@ def test_along_the_trajectory_the_c_core_answers_as_the_numpy_code(drives, delay
     times = TRAJECTORY_START + np.arange(STEPS) * model.parameters.controllers.period
     trajectory, states = trajectory_states(model, times, rng)
     run_side_by_side(controllers, times, states, trajectory.sample, rng)
-    core = controllers[0]._core
+    core = controllers[0].core
     # Every call ran in C (the first state has no previous one to estimate from).
     assert core.finished == {"measure": STEPS, "applied_force": STEPS - 1, "predict": STEPS} and not core.deferred
 
@@ -161,7 +161,7 @@ def test_at_random_states_near_home_the_c_core_answers_as_the_numpy_code(drives,
     times = np.arange(STEPS) * model.parameters.controllers.period
     reference = make_trajectory("operational_space", model).sample(0.0)
     run_side_by_side(controllers, times, random_states(model, STEPS, rng), lambda t: reference, rng)
-    core = controllers[0]._core
+    core = controllers[0].core
     assert core.finished["predict"] == STEPS and core.finished["applied_force"] == STEPS - 1
     # The warm start of the measured FK is a step of ~1 cm behind: most calls converge from it, a
     # few need the continuation, which the NumPy code runs.
@@ -195,7 +195,7 @@ def test_a_state_that_cannot_assemble_is_answered_as_the_numpy_code_answers_it()
     compiled_output, python_output = (c.update(0.0, stretched, np.zeros(6), reference) for c in controllers)
     assert compiled_output.safe_output and compiled_output.message == python_output.message
     np.testing.assert_array_equal(compiled_output.forces, python_output.forces)
-    assert controllers[0]._core.deferred == {("measure", "cannot_assemble"): 1}
+    assert controllers[0].core.deferred == {("measure", "cannot_assemble"): 1}
 
 
 def test_a_warm_start_far_from_the_state_continues_in_numpy():
@@ -209,8 +209,8 @@ def test_a_warm_start_far_from_the_state_continues_in_numpy():
         state.last_phi = state.previous_phi = tuple(np.array(state.home_phi) + 0.7)  # another branch's guess
     compiled_output, python_output = (c.update(0.0, q, np.zeros(6), reference) for c in controllers)
     assert_same_step(*controllers, compiled_output, python_output, "far warm start")
-    assert controllers[0]._core.deferred == {("measure", "fk_needs_continuation"): 1}
-    assert controllers[0]._core.finished["predict"] == 1
+    assert controllers[0].core.deferred == {("measure", "fk_needs_continuation"): 1}
+    assert controllers[0].core.finished["predict"] == 1
 
 
 def test_a_prediction_from_a_far_guess_raises_as_the_numpy_code_does():
@@ -222,7 +222,7 @@ def test_a_prediction_from_a_far_guess_raises_as_the_numpy_code_does():
     for controller in (compiled_controller, python_controller):
         with pytest.raises(AssemblyModeJumpError):
             controller._predict(0.0, q, qd, far, model.parameters.controllers.period, controller.delay_periods)
-    assert compiled_controller._core.deferred == {("predict", "fk_needs_continuation"): 1}
+    assert compiled_controller.core.deferred == {("predict", "fk_needs_continuation"): 1}
 
 
 def test_a_prediction_leaving_the_workspace_turns_the_compensation_off_as_in_numpy():
@@ -235,12 +235,12 @@ def test_a_prediction_leaving_the_workspace_turns_the_compensation_off_as_in_num
         compiled_output, python_output = (c.update(t, model.home_q, qd, reference) for c in controllers)
         assert_same_step(*controllers, compiled_output, python_output, f"t = {t}")
     assert "delay compensation off for this step: q: side" in python_output.message
-    assert controllers[0]._core.deferred == {("predict", "cannot_assemble"): 1}
+    assert controllers[0].core.deferred == {("predict", "cannot_assemble"): 1}
 
 
 def test_forces_in_flight_of_the_wrong_size_are_left_to_the_numpy_code():
     model, (compiled_controller, _) = pair(FAST_RAMP, 1)
-    core = compiled_controller._core
+    core = compiled_controller.core
     phi = model.kinematics.home_phi
     assert core.predict(model.home_q, np.zeros(6), phi, [np.zeros(5)], 0.001) is None
     assert core.predict(model.home_q, np.zeros(6), phi, [np.full(6, np.nan)], 0.001) is None
@@ -249,7 +249,7 @@ def test_forces_in_flight_of_the_wrong_size_are_left_to_the_numpy_code():
 
 def test_the_python_choice_runs_no_c():
     _, (_, python_controller) = pair(FAST_RAMP, 1)
-    assert python_controller._core is None
+    assert python_controller.core is None
     assert compiled_prediction.prediction_library("python") is None
 
 
@@ -293,4 +293,4 @@ def test_a_closed_loop_with_the_c_core_is_the_numpy_one(drives, controller_name)
     np.testing.assert_allclose([f for f, _ in compiled_outputs], [f for f, _ in python_outputs], rtol=0, atol=FORCE_TOLERANCE)
     delays = [d for _, d in python_outputs]
     assert [d for _, d in compiled_outputs] == delays and len(set(delays)) > 1
-    assert not compiled_controller._core.deferred
+    assert not compiled_controller.core.deferred

@@ -109,4 +109,4 @@ def test_a_malformed_effort_is_not_used(effort):
     controller = make_controller("computed_torque", model, gain_set="simulated_plant",
                                  delay_compensation=compensation())
     controller.measured_effort(0.0, effort)
-    assert controller._effort is None
+    assert controller.flight.effort is None

@@ -62,7 +62,7 @@ STEP_SETTINGS = (
     ("stamp_tolerance", 1),  # delay_compensation.py STAMP_TOLERANCE [periods]
     ("estimate", 1),  # 1: the delay estimator runs
     ("max_delay_periods", 1),
-    ("longest_delay", 1),  # DelayCompensatedController._longest: forces kept in flight [periods]
+    ("longest_delay", 1),  # DelayCompensatedController.flight.longest: forces kept in flight [periods]
     ("estimator_time_constant", 1),  # [s]
     ("switch_ratio", 1),  # DelayEstimator.SWITCH_RATIO
     ("double_loop", 1),  # 1: the wrapped law is the double loop, 0: computed torque
@@ -71,7 +71,7 @@ STEP_SETTINGS = (
 )
 # (name, size): the state carried from step to step.
 STEP_MEMORY = (
-    ("last_stamp", 1),  # SafetySupervisor._last_stamp (-inf before any)
+    ("last_stamp", 1),  # SafetySupervisor.last_stamp (-inf before any)
     ("last_valid", 1),  # 1.0 when _last_valid is set
     ("last_valid_stamp", 1),
     ("last_valid_q", 6),
@@ -81,7 +81,7 @@ STEP_MEMORY = (
     ("frozen_since", 1),  # NaN: None
     ("frozen_force_sum", 6),
     ("frozen_commands", 1),
-    ("period", WINDOW_HEADER + 2 * PERIOD_WINDOW),  # DelayCompensatedController._stamps
+    ("period", WINDOW_HEADER + 2 * PERIOD_WINDOW),  # DelayCompensatedController.flight.stamps
     ("sent", 2 + SENT_ENTRY * FLIGHT_CAPACITY),  # _sent: count, next slot, entries
     ("effort_stamp", 1),  # _effort (NaN: None)
     ("effort", 6),
@@ -215,8 +215,8 @@ static double step_window_latest_min(const double *block, int window, int n)
     return shortest;
 }
 
-/* The commands in flight (DelayCompensatedController._sent): count, next slot, entries of (stamp,
- * lateness, forces), `length` of them at most (the deque's maxlen). */
+/* The commands in flight (DelayCompensatedController.flight.sent): count, next slot, entries of
+ * (stamp, lateness, forces), `length` of them at most (the deque's maxlen). */
 static const double STEP_ZERO_FORCES[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
 
 static double *step_sent_entry(double *sent, int length, int back)

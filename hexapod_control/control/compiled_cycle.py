@@ -291,8 +291,8 @@ class CompiledCycle:
                 (warm_start.last_q, warm_start.last_phi, warm_start.previous_q, warm_start.previous_phi),
             ):
                 pack(state, offset, *values)
-        if self._double_loop and controller._integral is not held_integral:
-            self._integral_view[...] = controller._integral
+        if self._double_loop and controller.integral is not held_integral:
+            self._integral_view[...] = controller.integral
 
         # The double loop integrates over the time since its last update (controllers.py); computed
         # torque has no integrator and ignores the period. Both scale their feedback over the hold.
@@ -321,15 +321,15 @@ class CompiledCycle:
         if self._double_loop:
             command_at, velocity_error_at, integral_at = self._loop_slices
             controller.desired_joint_velocity = out[command_at]
-            controller._velocity_error = out[velocity_error_at]
-            controller._integral = out[integral_at]
+            controller.velocity_error = out[velocity_error_at]
+            controller.integral = out[integral_at]
         controller._updated(t)
         self._held = (
             warm_start.last_q,
             warm_start.last_phi,
             warm_start.previous_q,
             warm_start.previous_phi,
-            controller._integral if self._double_loop else None,
+            controller.integral if self._double_loop else None,
         )
         self.finished += 1
         self.last_status = status.value

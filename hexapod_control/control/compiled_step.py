@@ -31,7 +31,6 @@ import ctypes
 import math
 import struct
 import threading
-from collections import deque
 
 import numpy as np
 
@@ -102,12 +101,12 @@ def attach(loop, choice: str | None = None) -> CompiledStep | None:
     Compiled when the controller is delay-compensated with its numeric core and its law in C, and
     its windows fit the C code's capacities."""
     controller = loop.controller
-    if not isinstance(controller, DelayCompensatedController) or controller._core is None:
+    if not isinstance(controller, DelayCompensatedController) or controller.core is None:
         return None
     law = controller.controller
     if law._cycle is None:
         return None
-    if (controller._sent.maxlen > control_step.FLIGHT_CAPACITY or safety.RATE_WINDOW != control_step.RATE_WINDOW
+    if (controller.flight.sent.maxlen > control_step.FLIGHT_CAPACITY or safety.RATE_WINDOW != control_step.RATE_WINDOW
             or stamp_period.WINDOW != control_step.PERIOD_WINDOW):
         return None
     library = step_library(choice)
@@ -131,7 +130,7 @@ class CompiledStep:
         self._inputs = np.zeros(size(library.inputs))
         self._out = np.zeros(size(library.outputs))
         self._settings = self._pack_settings()
-        prediction = self.controller._core  # its packed drives, kinematic settings and parameters
+        prediction = self.controller.core  # its packed drives, kinematic settings and parameters
         self._cycle_settings = self.law._cycle._settings
         if not self.law._cycle._settings_packed:
             self.law._cycle._pack_settings()
@@ -197,11 +196,11 @@ class CompiledStep:
             "rate_window": safety.RATE_WINDOW,
             "period_window": stamp_period.WINDOW,
             "nominal_period": controller.nominal_period,
-            "flight_length": controller._sent.maxlen,
+            "flight_length": controller.flight.sent.maxlen,
             "stamp_tolerance": STAMP_TOLERANCE,
             "estimate": float(estimator is not None),
             "max_delay_periods": estimator.max_periods if estimator is not None else 0,
-            "longest_delay": controller._longest,
+            "longest_delay": controller.flight.longest,
             "estimator_time_constant": estimator.time_constant if estimator is not None else math.nan,
             "switch_ratio": DelayEstimator.SWITCH_RATIO,
             "double_loop": float(self._double_loop),
@@ -221,31 +220,31 @@ class CompiledStep:
         """Read the Python objects' state into ``memory``, which becomes the state of record."""
         supervisor, controller, law = self.supervisor, self.controller, self.law
         view = self._view
-        view("last_stamp")[...] = supervisor._last_stamp
-        last_valid = supervisor._last_valid
+        view("last_stamp")[...] = supervisor.last_stamp
+        last_valid = supervisor.last_valid
         view("last_valid")[...] = last_valid is not None
         if last_valid is not None:
             view("last_valid_stamp")[...] = last_valid.stamp
             view("last_valid_q")[...] = last_valid.q
             view("last_valid_qd")[...] = last_valid.qd
         _pack_window(view("rate"), supervisor.joint_state_period, control_step.RATE_WINDOW)
-        view("saturated_since")[...] = _nan_for_none(supervisor._saturated_since)
-        view("frozen_since")[...] = _nan_for_none(supervisor._frozen_since)
-        view("frozen_force_sum")[...] = supervisor._frozen_force_sum
-        view("frozen_commands")[...] = supervisor._frozen_commands
-        _pack_window(view("period"), controller._stamps, control_step.PERIOD_WINDOW)
+        view("saturated_since")[...] = _nan_for_none(supervisor.saturated_since)
+        view("frozen_since")[...] = _nan_for_none(supervisor.frozen_since)
+        view("frozen_force_sum")[...] = supervisor.frozen_force_sum
+        view("frozen_commands")[...] = supervisor.frozen_commands
+        _pack_window(view("period"), controller.flight.stamps, control_step.PERIOD_WINDOW)
         sent = view("sent")
         sent[:] = 0.0
-        length = controller._sent.maxlen
-        for slot, (stamp, forces, lateness) in enumerate(controller._sent):
+        length = controller.flight.sent.maxlen
+        for slot, (stamp, forces, lateness) in enumerate(controller.flight.sent):
             entry = sent[2 + control_step.SENT_ENTRY * slot: 2 + control_step.SENT_ENTRY * (slot + 1)]
             entry[0], entry[1], entry[2:] = stamp, lateness, forces
-        sent[0], sent[1] = len(controller._sent), len(controller._sent) % length
-        effort = controller._effort
+        sent[0], sent[1] = len(controller.flight.sent), len(controller.flight.sent) % length
+        effort = controller.flight.effort
         view("effort_stamp")[...] = math.nan if effort is None else effort[0]
         if effort is not None:
             view("effort")[...] = effort[1]
-        measurement = controller._last_measurement
+        measurement = controller.flight.last_measurement
         view("measurement")[...] = measurement is not None
         if measurement is not None:
             for name, value in zip(("measurement_t", "measurement_q", "measurement_qd", "measurement_phi"), measurement):
@@ -265,8 +264,8 @@ class CompiledStep:
         law_state = view("law_state")
         _pack_warm_start(law_state, law.kinematic_state)
         if self._double_loop:
-            law_state[18:24] = law._integral
-        view("updated_at")[...] = _nan_for_none(law._updated_at)
+            law_state[18:24] = law.integral
+        view("updated_at")[...] = _nan_for_none(law.updated_at)
         self.owned = True
 
     def release(self) -> None:
@@ -276,28 +275,28 @@ class CompiledStep:
         self.owned = False
         supervisor, controller, law = self.supervisor, self.controller, self.law
         view = self._view
-        supervisor._last_stamp = float(view("last_stamp")[0])
+        supervisor.last_stamp = float(view("last_stamp")[0])
         _unpack_window(view("rate"), supervisor.joint_state_period, control_step.RATE_WINDOW)
-        supervisor._saturated_since = _none_for_nan(view("saturated_since")[0])
-        supervisor._frozen_since = _none_for_nan(view("frozen_since")[0])
-        supervisor._frozen_force_sum = view("frozen_force_sum").copy()
-        supervisor._frozen_commands = int(view("frozen_commands")[0])
-        _unpack_window(view("period"), controller._stamps, control_step.PERIOD_WINDOW)
+        supervisor.saturated_since = _none_for_nan(view("saturated_since")[0])
+        supervisor.frozen_since = _none_for_nan(view("frozen_since")[0])
+        supervisor.frozen_force_sum = view("frozen_force_sum").copy()
+        supervisor.frozen_commands = int(view("frozen_commands")[0])
+        _unpack_window(view("period"), controller.flight.stamps, control_step.PERIOD_WINDOW)
         sent = view("sent")
         count, next_slot = int(sent[0]), int(sent[1])
-        length = controller._sent.maxlen
-        controller._sent.clear()
+        length = controller.flight.sent.maxlen
+        controller.flight.sent.clear()
         for back in range(count - 1, -1, -1):
             slot = (next_slot - 1 - back) % length
             entry = sent[2 + control_step.SENT_ENTRY * slot: 2 + control_step.SENT_ENTRY * (slot + 1)]
-            controller._sent.append((float(entry[0]), entry[2:].copy(), int(entry[1])))
+            controller.flight.sent.append((float(entry[0]), entry[2:].copy(), int(entry[1])))
         effort_stamp = view("effort_stamp")[0]
-        controller._effort = None if math.isnan(effort_stamp) else (float(effort_stamp), view("effort").copy())
+        controller.flight.effort = None if math.isnan(effort_stamp) else (float(effort_stamp), view("effort").copy())
         if view("measurement")[0]:
-            controller._last_measurement = (float(view("measurement_t")[0]), view("measurement_q").copy(),
+            controller.flight.last_measurement = (float(view("measurement_t")[0]), view("measurement_q").copy(),
                                             view("measurement_qd").copy(), view("measurement_phi").copy())
         else:
-            controller._last_measurement = None
+            controller.flight.last_measurement = None
         estimator = controller.estimator
         delay = int(view("delay_periods")[0])
         controller.delay_periods = delay
@@ -310,11 +309,11 @@ class CompiledStep:
         _unpack_warm_start(view("measured_state"), controller.measured_state)
         law_state = view("law_state")
         _unpack_warm_start(law_state, law.kinematic_state)
-        law._updated_at = _none_for_nan(view("updated_at")[0])
+        law.updated_at = _none_for_nan(view("updated_at")[0])
         if self._double_loop:
-            law._integral = law_state[18:24].copy()
+            law.integral = law_state[18:24].copy()
             if self._last_output is not None:
-                law.desired_joint_velocity, law._velocity_error = self._last_output
+                law.desired_joint_velocity, law.velocity_error = self._last_output
 
     def _view(self, name: str) -> np.ndarray:
         return self.memory[self.library.memory[name]]
@@ -395,11 +394,11 @@ def _none_for_nan(value) -> float | None:
 
 def _pack_window(block: np.ndarray, period: stamp_period.StampPeriod, window: int) -> None:
     """A StampPeriod into its C block: count, next slot, last stamp, the ring and the sorted spacings."""
-    spacings = list(period._spacings)
+    spacings, last = period.snapshot()
     header = control_step.WINDOW_HEADER
     block[:] = 0.0
     block[0], block[1] = len(spacings), len(spacings) % window
-    block[2] = _nan_for_none(period._last)
+    block[2] = _nan_for_none(last)
     block[header: header + len(spacings)] = spacings
     block[header + window: header + window + len(spacings)] = sorted(spacings)
 
@@ -407,8 +406,7 @@ def _pack_window(block: np.ndarray, period: stamp_period.StampPeriod, window: in
 def _unpack_window(block: np.ndarray, period: stamp_period.StampPeriod, window: int) -> None:
     count, next_slot = int(block[0]), int(block[1])
     ring = block[control_step.WINDOW_HEADER: control_step.WINDOW_HEADER + window]
-    period._spacings = deque((float(ring[(next_slot - count + k) % window]) for k in range(count)), maxlen=period.window)
-    period._last = _none_for_nan(block[2])
+    period.restore((ring[(next_slot - count + k) % window] for k in range(count)), _none_for_nan(block[2]))
 
 
 def _pack_warm_start(block: np.ndarray, state: KinematicState) -> None:

@@ -196,7 +196,7 @@ class OperationalSpaceController:
         self.settings = settings or model.parameters.controllers
         self.force_limit = model.parameters.limits.actuator_force_max
         self.period = self.settings.period  # nominal [s]
-        self._updated_at: float | None = None  # t of the last update that gave forces; None after reset
+        self.updated_at: float | None = None  # t of the last update that gave forces; None after reset
         self.valid_rates_key, self.valid_rates = self.settings.valid_rates(self.name, gain_set)
         if self.settings.rate not in self.valid_rates:
             raise ParameterError(
@@ -229,7 +229,7 @@ class OperationalSpaceController:
         as_vector(qd, 6, "qd", JOINT_NAMES)
         self.kinematic_state.reset()
         fk = self.model.forward_kinematics(q, self.kinematic_state)  # raises ConvergenceError / AssemblyModeJumpError
-        self._updated_at = None
+        self.updated_at = None
         self._reset_state(q, fk)
 
     # A bare law acts on the state as measured: what is in flight is not its business (Controller).
@@ -247,13 +247,13 @@ class OperationalSpaceController:
 
     def feedback_scale(self, t: float) -> float:
         """The factor on the feedback gains of the update at ``t`` (module doc, "Feedback over the hold")."""
-        if self._updated_at is None or not t - self._updated_at > self.period:
+        if self.updated_at is None or not t - self.updated_at > self.period:
             return 1.0
-        return self.period / (t - self._updated_at)
+        return self.period / (t - self.updated_at)
 
     def _updated(self, t: float) -> None:
         """The update at ``t`` gave forces (here or in the compiled cycle): later holds count from it."""
-        self._updated_at = t if self._updated_at is None else max(self._updated_at, t)
+        self.updated_at = t if self.updated_at is None else max(self.updated_at, t)
 
     def update(self, t: float, q, qd, reference: Reference) -> ControlOutput:
         """Actuator forces for the measured (q, qd) and the reference; see the module rules."""
@@ -402,21 +402,19 @@ class DoubleLoopController(OperationalSpaceController):
         self.kp = np.array(velocity_gains.velocity_proportional_gain)
         self.ki = np.array(velocity_gains.velocity_integral_gain)
         self.anti_windup = loop.anti_windup
-        self._integral = np.zeros(6)  # integral of the velocity error [m]
-        self._velocity_error = np.zeros(6)
+        # The law's state: integral(nu_d - q_dot) dt [m] (K_i times it is the integral force), the last
+        # velocity error and desired joint velocity. The compiled cycle and step write them back as
+        # the Python code would (compiled_cycle.py, compiled_step.py); each update replaces the arrays.
+        self.integral = np.zeros(6)
+        self.velocity_error = np.zeros(6)
         self.desired_joint_velocity = np.zeros(6)
-
-    @property
-    def integral(self) -> np.ndarray:
-        """integral(nu_d - q_dot) dt [m] (K_i times it is the integral force)."""
-        return self._integral.copy()
 
     def _reset_state(self, q, fk) -> None:
         # Bumpless start: the integrator starts holding the gravity load, K_i I = g_bar(q), so the
         # first command at rest is the force that holds the platform where it is (the hold force)
         # instead of zero, which would let it drop until the integrator had learnt the load.
-        self._integral = self.model.gravity_term(q, phi=fk.phi) / self.ki
-        self._velocity_error = np.zeros(6)
+        self.integral = self.model.gravity_term(q, phi=fk.phi) / self.ki
+        self.velocity_error = np.zeros(6)
         self.desired_joint_velocity = np.zeros(6)
 
     def integration_step(self, t: float) -> float:
@@ -427,25 +425,25 @@ class DoubleLoopController(OperationalSpaceController):
         one instant's velocity error over the whole gap, a step in the integral force. A stamp
         not after the last one integrates nothing.
         """
-        if self._updated_at is None:
+        if self.updated_at is None:
             return self.period
-        return min(max(t - self._updated_at, 0.0), self.valid_rates.longest_period)
+        return min(max(t - self.updated_at, 0.0), self.valid_rates.longest_period)
 
     def _control_law(self, q, qd, ref, fk, jac, pose_error, solve, scale):
         # (6.85) with erratum 9: the feed-forward is xi_d_dot.
         self.desired_joint_velocity = solve(ref.velocity + self.kinematic_gain * pose_error)
-        self._velocity_error = self.desired_joint_velocity - qd
-        return self.kp * scale * self._velocity_error + self.ki * self._integral
+        self.velocity_error = self.desired_joint_velocity - qd
+        return self.kp * scale * self.velocity_error + self.ki * self.integral
 
     def _after_output(self, t, qd, unclamped, forces, saturated) -> None:
-        error = self._velocity_error
+        error = self.velocity_error
         if self.anti_windup == "conditional_integration":
             # K_i > 0, so the error pushes the output further into the limit when signs agree.
             winding = saturated & (np.sign(error) == np.sign(unclamped))
             rate = np.where(winding, 0.0, error)
         else:
             rate = error
-        self._integral = self._integral + self.integration_step(t) * rate
+        self.integral = self.integral + self.integration_step(t) * rate
 
 
 # ------------------------------------------------------------------------------------------ computed torque

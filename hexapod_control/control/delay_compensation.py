@@ -115,6 +115,24 @@ class DelayEstimator:
         return self.periods
 
 
+@dataclasses.dataclass
+class ForcesInFlight:
+    """What a :class:`DelayCompensatedController` knows of the forces acting: its state of record,
+    which the compiled step (compiled_step.py) takes in and writes back while it runs the step."""
+
+    # The commands of the longest delay in flight, the one acting before them and the new one:
+    # (stamp answered, forces, whole periods between that stamp and the publication).
+    sent: deque[tuple[float, np.ndarray, int]]
+    longest: int  # the longest delay kept [periods]: the compiled core makes room for as many
+    stamps: StampPeriod = dataclasses.field(default_factory=StampPeriod)  # of the joint states: the period h
+    effort: tuple[float, np.ndarray] | None = None  # (stamp, the force the drives applied until it)
+    last_measurement: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None  # t, q, q_d, phi
+
+    @classmethod
+    def keeping(cls, longest: int) -> ForcesInFlight:
+        return cls(sent=deque(maxlen=longest + 2), longest=longest)
+
+
 class DelayCompensatedController:
     """``controller`` acting on the state predicted ``delay_periods`` periods ahead (module doc).
 
@@ -135,15 +153,8 @@ class DelayCompensatedController:
         self._drives = model.dynamics.actuators  # their friction is stiff near rest: taken implicitly
         self.measured_state = model.create_state()  # FK warm start of the measured q
         self.predicted_state = model.create_state()  # and of the predicted ones
-        longest = max(self.delay_periods, estimator.max_periods if estimator else 0)
-        # The commands of the longest delay in flight, the one acting before them and the new one:
-        # (stamp answered, forces, whole periods between that stamp and the publication).
-        self._sent: deque[tuple[float, np.ndarray, int]] = deque(maxlen=longest + 2)
-        self._effort: tuple[float, np.ndarray] | None = None  # (stamp, force the drives applied until it)
-        self._stamps = StampPeriod()
-        self._last_measurement: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None  # t, q, q_d, phi
+        self.flight = ForcesInFlight.keeping(max(self.delay_periods, estimator.max_periods if estimator else 0))
         self.prediction: tuple[np.ndarray, np.ndarray] | None = None  # (q, q_d) of the last update
-        self._longest = longest  # the forces in flight the compiled core makes room for
         self._answering: float | None = None  # when the next update's state is answered (answering())
         self.select_core()
 
@@ -155,8 +166,8 @@ class DelayCompensatedController:
         library is available). A call the C code does not finish runs the NumPy code, so both give
         the same outputs (see compiled_prediction.py). Returns the choice in effect.
         """
-        self._core = compiled_prediction.attach(self.model, self._longest, choice)
-        return "python" if self._core is None else "c"
+        self.core = compiled_prediction.attach(self.model, self.flight.longest, choice)
+        return "python" if self.core is None else "c"
 
     def reset(self, t: float, q, qd) -> None:
         """Reset the wrapped controller; the forces in flight stay (the drives still apply them)."""
@@ -174,7 +185,7 @@ class DelayCompensatedController:
         if not valid:
             return self.controller.update(t, q, qd, reference)  # its safe output names the problem
         period = self._period(t)
-        fk = self._core.measure(q, self.measured_state) if self._core is not None else None
+        fk = self.core.measure(q, self.measured_state) if self.core is not None else None
         if fk is None:
             try:
                 fk = self.model.forward_kinematics(q, self.measured_state)
@@ -209,9 +220,9 @@ class DelayCompensatedController:
     def commanded(self, t: float, forces) -> None:
         """The forces really sent in answer to the state stamped ``t`` (replaces this wrapper's own)."""
         forces = np.clip(np.asarray(forces, dtype=float), -self.force_limit, self.force_limit)
-        if self._sent and self._sent[-1][0] == t:
-            self._sent.pop()
-        self._sent.append((t, forces, 0))
+        if self.flight.sent and self.flight.sent[-1][0] == t:
+            self.flight.sent.pop()
+        self.flight.sent.append((t, forces, 0))
 
     def answering(self, when: float) -> None:
         """The next update's state is answered at ``when`` (same clock as the stamps): module doc."""
@@ -219,11 +230,11 @@ class DelayCompensatedController:
 
     def published(self, t: float, when: float) -> None:
         """The command answering the state stamped ``t`` went out at ``when`` (same clock as the stamps)."""
-        if not (self._sent and self._sent[-1][0] == t and math.isfinite(when)):
+        if not (self.flight.sent and self.flight.sent[-1][0] == t and math.isfinite(when)):
             return
-        lateness = max(0, math.floor((when - t) / self._stamps.median(self.nominal_period)))
-        stamp, forces, _ = self._sent[-1]
-        self._sent[-1] = (stamp, forces, lateness)
+        lateness = max(0, math.floor((when - t) / self.flight.stamps.median(self.nominal_period)))
+        stamp, forces, _ = self.flight.sent[-1]
+        self.flight.sent[-1] = (stamp, forces, lateness)
 
     def measured_effort(self, t: float, effort) -> None:
         """The force the drives applied until the state stamped ``t`` (the joint state's effort field).
@@ -236,7 +247,7 @@ class DelayCompensatedController:
         except (TypeError, ValueError):
             return
         if effort.shape == (6,) and np.all(np.isfinite(effort)):
-            self._effort = (t, effort)
+            self.flight.effort = (t, effort)
 
     @property
     def period(self) -> float:
@@ -245,35 +256,35 @@ class DelayCompensatedController:
     # -------------------------------------------------------------- prediction
     def _period(self, t: float) -> float:
         """The median spacing of the recent joint-state stamps (the nominal period before two)."""
-        self._stamps.add(t)
-        return self._stamps.median(self.nominal_period)
+        self.flight.stamps.add(t)
+        return self.flight.stamps.median(self.nominal_period)
 
     def _age_periods(self, t: float, period: float, when: float | None) -> int:
         """Whole periods between the stamp ``t`` and the answer at ``when`` (:meth:`answering`), at
         most what keeps d + a within the forces kept in flight; 0 when the caller did not say."""
         if when is None or not math.isfinite(when):
             return 0
-        return min(max(math.floor((when - t) / period), 0), self._longest - self.delay_periods)
+        return min(max(math.floor((when - t) / period), 0), self.flight.longest - self.delay_periods)
 
     def _in_flight(self, t: float, period: float, delay_periods: int) -> np.ndarray:
         """The command acting at time t: the last one published of those that act from (stamp + (d + l) h)
         at or before t (zero before any)."""
-        for stamp, forces, lateness in reversed(self._sent):
+        for stamp, forces, lateness in reversed(self.flight.sent):
             if stamp + (delay_periods + lateness - STAMP_TOLERANCE) * period <= t:
                 return forces
         return np.zeros(6)
 
     def _estimate(self, t: float, q, qd, phi, period: float) -> None:
         """Feed the estimator the force that acted since the last joint state; adopt its delay."""
-        last, self._last_measurement = self._last_measurement, (t, q, qd, phi)
+        last, self.flight.last_measurement = self.flight.last_measurement, (t, q, qd, phi)
         if last is None or not 0.0 < t - last[0] < (1.0 + STAMP_TOLERANCE) * period:
             return  # no previous state, or one was lost: the interval holds more than one command
         t0, q0, qd0, phi0 = last
-        effort = self._effort
+        effort = self.flight.effort
         if effort is not None and effort[0] == t:
             applied = effort[1]  # measured by the drives: no model in between
         else:
-            applied = self._core.applied_force(q0, qd0, phi0, qd, t - t0) if self._core is not None else None
+            applied = self.core.applied_force(q0, qd0, phi0, qd, t - t0) if self.core is not None else None
             if applied is None:
                 acceleration = (qd - qd0) / (t - t0)
                 applied = (self.model.inverse_dynamics(q0, qd0, acceleration, phi=phi0)
@@ -283,9 +294,9 @@ class DelayCompensatedController:
 
     def _predict(self, t: float, q, qd, phi, period: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
         """(q, q_d) at t + ``steps`` h: semi-implicit Euler steps under the forces in flight."""
-        if self._core is not None:
+        if self.core is not None:
             in_flight = [self._in_flight(t + step * period, period, self.delay_periods) for step in range(steps)]
-            predicted = self._core.predict(q, qd, phi, in_flight, period)
+            predicted = self.core.predict(q, qd, phi, in_flight, period)
             if predicted is not None:
                 return predicted
         model = self.model

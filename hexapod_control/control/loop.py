@@ -302,7 +302,7 @@ class ControlLoop:
     def _tracking(self) -> bool:
         """Armed, past the start and with a reference: the steps the compiled code may finish."""
         supervisor = self.supervisor
-        return (supervisor.state == SupervisorState.ARMED and not supervisor._start_pending
+        return (supervisor.state == SupervisorState.ARMED and not supervisor.start_pending
                 and supervisor.reference is not None and not self.arm_on_start)
 
     def _arrays(self, names, positions, velocities) -> tuple[np.ndarray, np.ndarray] | None:
@@ -323,9 +323,9 @@ class ControlLoop:
         if feedback is None:
             supervisor.repeated_joint_states += 1
             return
-        supervisor._last_stamp = feedback.stamp
-        supervisor._last_steady = steady
-        supervisor.feedback = supervisor._last_valid = feedback
+        supervisor.last_stamp = feedback.stamp
+        supervisor.last_steady = steady
+        supervisor.feedback = supervisor.last_valid = feedback
 
     def published(self, stamp: float, when: float) -> None:
         """The answer to the state stamped ``stamp`` was published at ``when`` (the stamps' clock): a

@@ -235,6 +235,10 @@ class SafetySupervisor:
     except the ``steady`` times, which come from a monotonic clock (``time.monotonic``).
     ``valid_rates`` is the controller's (key path, range), as ControllerSettings.valid_rates gives
     it. ParameterError when the HOLD damper is unstable at the range's lowest rate (module doc).
+
+    The public fields set below are its state of record: the control loop keeps the simple ones
+    current for a step it finishes in compiled code, and the compiled step takes in the windows
+    (rate, saturation, frozen feedback) and writes them back (loop.py, compiled_step.py).
     """
 
     def __init__(self, model: HexapodModel, settings: SafetySettings, joint_names: Sequence[str],
@@ -251,22 +255,22 @@ class SafetySupervisor:
         self.fault_action: Action | None = None
         self.reason = "not armed yet"
         self.feedback: Feedback | None = None  # last valid joint state, None after a rejected one
-        self._last_valid: Feedback | None = None  # the last valid state taken, kept after a rejected one
+        self.last_valid: Feedback | None = None  # the last valid state taken, kept after a rejected one
         self.last_feedback_time: float | None = None  # when any joint state last arrived
         self.reference: ReceivedReference | None = None  # the last valid reference
         self.ramp: SmoothMove | None = None  # the displacement still to cover since arming
-        self._start_pending = False  # armed, and the ramp to the reference not yet decided
+        self.start_pending = False  # armed, and the ramp to the reference not yet decided
         self.invalid_joint_states = 0
         self.repeated_joint_states = 0
-        self._last_stamp = -math.inf  # header stamp of the last joint state taken
-        self._last_steady: float | None = None  # steady time at which that state arrived
+        self.last_stamp = -math.inf  # header stamp of the last joint state taken
+        self.last_steady: float | None = None  # steady time at which that state arrived
         self.invalid_references = 0
         self.faults = 0
         self.last_error = ""
-        self._saturated_since: float | None = None  # stamp from which some force has stayed at the limit
-        self._frozen_since: float | None = None  # stamp from which the measurement has not changed
-        self._frozen_force_sum = np.zeros(6)  # the CONTROL forces sent since then
-        self._frozen_commands = 0
+        self.saturated_since: float | None = None  # stamp from which some force has stayed at the limit
+        self.frozen_since: float | None = None  # stamp from which the measurement has not changed
+        self.frozen_force_sum = np.zeros(6)  # the CONTROL forces sent since then
+        self.frozen_commands = 0
 
     # -------------------------------------------------------------- operator
     def arm(self, now: float, reset: ResetLaw, hold_until_rate_known: bool = False) -> tuple[bool, str]:
@@ -291,8 +295,8 @@ class SafetySupervisor:
             reset(feedback.stamp, feedback.q, feedback.qd)
         except HexapodError as error:
             return False, f"cannot arm: the controller cannot start from the measured state: {error}"
-        self._start_pending, self.ramp = True, None
-        self._saturated_since = None
+        self.start_pending, self.ramp = True, None
+        self.saturated_since = None
         self._restart_frozen_window(None)
         if self.reference is not None:
             problem = self._start_tracking(feedback)
@@ -340,11 +344,11 @@ class SafetySupervisor:
             q, qd = joint_state_arrays(names, positions, velocities, self.joint_names,
                                        self.settings.max_joint_state_names)
             self._check_plausible(q, qd)
-            if stamp > self._last_stamp:
+            if stamp > self.last_stamp:
                 self._check_motion(stamp, q)
         except (InvalidInputError, TypeError, ValueError) as error:
             return self._reject(f"invalid joint state: {error}")
-        if stamp <= self._last_stamp:
+        if stamp <= self.last_stamp:
             self.repeated_joint_states += 1
             return Intake.REPEATED
         if now - stamp > self.settings.max_feedback_age:
@@ -352,15 +356,15 @@ class SafetySupervisor:
                 f"joint state stale: measured {now - stamp:.6g} s ago (max_feedback_age "
                 f"{self.settings.max_feedback_age} s)"
             )
-        previous = self._last_valid
+        previous = self.last_valid
         if previous is None or not (np.array_equal(q, previous.q) and np.array_equal(qd, previous.qd)):
             self._restart_frozen_window(None)
-        elif self._frozen_since is None:
+        elif self.frozen_since is None:
             self._restart_frozen_window(previous.stamp)
-        self._last_stamp = stamp
-        self._last_steady = steady
+        self.last_stamp = stamp
+        self.last_steady = steady
         self.joint_state_period.add(stamp)
-        self.feedback = self._last_valid = Feedback(stamp=stamp, received=now, q=q, qd=qd)
+        self.feedback = self.last_valid = Feedback(stamp=stamp, received=now, q=q, qd=qd)
         return Intake.TAKEN
 
     def malformed_joint_state(self, now: float, error: str) -> Intake:
@@ -433,7 +437,7 @@ class SafetySupervisor:
         first state is taken it stays silent: no force was sent yet, and a lockstep simulator
         would step on every zero command it received.
         """
-        last = self._last_steady
+        last = self.last_steady
         if last is None or steady_now - last <= timeout:
             return None
         self._fault(Action.ZERO, f"joint states stale on the steady clock (none for {steady_now - last:.3f} s, "
@@ -464,7 +468,7 @@ class SafetySupervisor:
         if age > self.settings.reference_timeout:
             self._fault(Action.HOLD, f"reference stale ({age:.3f} s old, timeout {self.settings.reference_timeout} s)")
             return self._act(Action.HOLD, self.reason, feedback)
-        if self._start_pending:
+        if self.start_pending:
             problem = self._start_tracking(feedback)
             if problem:
                 self._fault(Action.HOLD, problem)
@@ -546,7 +550,7 @@ class SafetySupervisor:
 
     def _check_motion(self, stamp: float, q: np.ndarray) -> None:
         """InvalidInputError for a step from the last valid state that no real slider can make (module doc)."""
-        previous = self._last_valid
+        previous = self.last_valid
         if previous is None:
             return
         settings = self.settings
@@ -561,31 +565,31 @@ class SafetySupervisor:
                 f"actuator_speed_max x the stamp spacing + plausible_step_margin)")
 
     def _restart_frozen_window(self, since: float | None) -> None:
-        self._frozen_since = since
-        self._frozen_force_sum[:] = 0.0
-        self._frozen_commands = 0
+        self.frozen_since = since
+        self.frozen_force_sum[:] = 0.0
+        self.frozen_commands = 0
 
     def _unanswered_force(self, feedback: Feedback, forces: np.ndarray, saturated: np.ndarray) -> str:
         """Why the feedback does not answer the force ('' when it may): the saturation and frozen rows."""
         settings = self.settings
         if saturated.any():
-            if self._saturated_since is None:
-                self._saturated_since = feedback.stamp
-            elif feedback.stamp - self._saturated_since > settings.max_saturation_time:
+            if self.saturated_since is None:
+                self.saturated_since = feedback.stamp
+            elif feedback.stamp - self.saturated_since > settings.max_saturation_time:
                 pinned = [name for name, s in zip(self.joint_names, saturated) if s]
                 return (f"force of {', '.join(pinned)} at the limit {self.limits.actuator_force_max} N for "
-                        f"{feedback.stamp - self._saturated_since:.3g} s (max_saturation_time "
+                        f"{feedback.stamp - self.saturated_since:.3g} s (max_saturation_time "
                         f"{settings.max_saturation_time} s): the loop is not controlling the robot")
         else:
-            self._saturated_since = None
-        if self._frozen_since is None:
+            self.saturated_since = None
+        if self.frozen_since is None:
             return ""
-        self._frozen_force_sum += forces
-        self._frozen_commands += 1
-        frozen_for = feedback.stamp - self._frozen_since
+        self.frozen_force_sum += forces
+        self.frozen_commands += 1
+        frozen_for = feedback.stamp - self.frozen_since
         if frozen_for < settings.frozen_feedback_time:
             return ""
-        mean = self._frozen_force_sum / self._frozen_commands
+        mean = self.frozen_force_sum / self.frozen_commands
         self._restart_frozen_window(feedback.stamp)  # judged once per window
         try:
             net = mean - self.model.gravity_term(feedback.q, state=self.kinematic_state)
@@ -678,7 +682,7 @@ class SafetySupervisor:
 
     def _start_tracking(self, feedback: Feedback) -> str:
         """Decide how control starts from the measured state (the ramp, or none); why not ('' when it can)."""
-        self._start_pending, self.ramp = False, None
+        self.start_pending, self.ramp = False, None
         target = self.reference.reference.pose
         try:
             measured = self.model.forward_kinematics(feedback.q, self.kinematic_state).pose

@@ -35,6 +35,15 @@ class StampPeriod:
         """The last ``count`` spacings [s], oldest first (fewer before ``count`` have been added)."""
         return list(self._spacings)[-count:]
 
+    def snapshot(self) -> tuple[list[float], float | None]:
+        """The spacings, oldest first, and the last stamp: all the state (the compiled step packs it)."""
+        return list(self._spacings), self._last
+
+    def restore(self, spacings, last: float | None) -> None:
+        """The state of a :meth:`snapshot` (the last ``window`` spacings of ``spacings`` are kept)."""
+        self._spacings = deque((float(s) for s in spacings), maxlen=self.window)
+        self._last = last
+
     @property
     def full(self) -> bool:
         """The window holds ``window`` spacings."""

@@ -1054,8 +1054,8 @@ static double step_window_latest_min(const double *block, int window, int n)
     return shortest;
 }
 
-/* The commands in flight (DelayCompensatedController._sent): count, next slot, entries of (stamp,
- * lateness, forces), `length` of them at most (the deque's maxlen). */
+/* The commands in flight (DelayCompensatedController.flight.sent): count, next slot, entries of
+ * (stamp, lateness, forces), `length` of them at most (the deque's maxlen). */
 static const double STEP_ZERO_FORCES[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
 
 static double *step_sent_entry(double *sent, int length, int back)
