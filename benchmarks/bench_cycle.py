@@ -74,7 +74,7 @@ class SideBySide:
                     raise SystemExit(f"the compiled cycle is unavailable: {name} runs in Python")
                 controller.reset(self.times[0], *self.states[0])
                 controllers[f"{name} ({'compiled' if backend == 'c' else 'Python'})"] = controller
-        cycles = {name: controllers[f"{name} (compiled)"]._cycle for name in CONTROLLER_NAMES}
+        cycles = {name: controllers[f"{name} (compiled)"].cycle for name in CONTROLLER_NAMES}
         # The bare call repeats the update's call with the state that call started from, in a scratch
         # copy (the call advances it), so that the controller's own C state stays as the update left it.
         scratch = {name: cycle._state.copy() for name, cycle in cycles.items()}

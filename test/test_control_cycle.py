@@ -122,7 +122,7 @@ def assert_same_state(compiled_controller, python_controller):
     starts from without copying them again.
     """
     a, b = compiled_controller.kinematic_state, python_controller.kinematic_state
-    cycle = compiled_controller._cycle
+    cycle = compiled_controller.cycle
     if cycle.last_status in compiled_cycle.FINISHED_STATUSES:
         layout, state = cycle.library.state, cycle._state
         held = [a.last_q, a.last_phi, a.previous_q, a.previous_phi]
@@ -168,7 +168,7 @@ def test_equal_to_python_along_the_trajectory(cycle_library, name):
     times = TRAJECTORY_START + np.arange(round(TRAJECTORY_SECONDS / controllers[0].period)) * controllers[0].period
     statuses = run_side_by_side(controllers, model, trajectory, times, tracking_states(model, trajectory, times))
     assert set(statuses) == {ControlStatus.OK}
-    cycle = controllers[0]._cycle
+    cycle = controllers[0].cycle
     assert cycle.finished == len(times) and not cycle.deferred  # every cycle was the C code's
 
 
@@ -186,7 +186,7 @@ def test_equal_to_python_at_jittered_periods(cycle_library, name):
     times = TRAJECTORY_START + np.concatenate(([0.0], np.cumsum(spacings)))
     statuses = run_side_by_side(controllers, model, trajectory, times, tracking_states(model, trajectory, times, seed=4))
     assert set(statuses) == {ControlStatus.OK}
-    assert controllers[0]._cycle.finished == len(times)
+    assert controllers[0].cycle.finished == len(times)
 
 
 @pytest.mark.slow
@@ -201,7 +201,7 @@ def test_equal_to_python_while_saturated(cycle_library, name):
     times = TRAJECTORY_START + np.arange(1000) * controllers[0].period
     statuses = run_side_by_side(controllers, model, trajectory, times, tracking_states(model, trajectory, times, seed=1))
     assert statuses.count(ControlStatus.SATURATED) > 100 and statuses.count(ControlStatus.OK) > 100
-    assert controllers[0]._cycle.finished == len(times)
+    assert controllers[0].cycle.finished == len(times)
 
 
 @pytest.mark.slow
@@ -214,7 +214,7 @@ def test_equal_to_python_with_damped_least_squares(cycle_library, name):
     times = TRAJECTORY_START + np.arange(1000) * controllers[0].period
     statuses = run_side_by_side(controllers, model, trajectory, times, tracking_states(model, trajectory, times, seed=2))
     assert set(statuses) == {ControlStatus.NEAR_SINGULAR}
-    assert controllers[0]._cycle.finished == len(times)
+    assert controllers[0].cycle.finished == len(times)
 
 
 @pytest.mark.parametrize("name", CONTROLLER_NAMES)
@@ -229,7 +229,7 @@ def test_equal_to_python_near_the_stretched_legs_singularity(cycle_library, name
     for controller in controllers:
         controller.reset(0.0, q, np.zeros(6))
         outputs.append(controller.update(0.0, q, np.full(6, 1e-3), reference))
-    assert outputs[1].status == ControlStatus.NEAR_SINGULAR and controllers[0]._cycle.last_status == "near_singular"
+    assert outputs[1].status == ControlStatus.NEAR_SINGULAR and controllers[0].cycle.last_status == "near_singular"
     assert_same_output(*outputs)
 
 
@@ -251,7 +251,7 @@ def test_euler_errors_wrap_alike(cycle_library):
         for controller in (compiled_controller, python_controller):
             controller.reset(0.0, q, np.zeros(6))
             outputs.append(controller.update(0.0, q, np.zeros(6), reference))
-        assert compiled_controller._cycle.last_status in compiled_cycle.FINISHED_STATUSES
+        assert compiled_controller.cycle.last_status in compiled_cycle.FINISHED_STATUSES
         assert_same_output(*outputs, where=str(offset), force_tolerance=LARGE_ERROR_FORCE_TOLERANCE)
 
 
@@ -288,7 +288,7 @@ def test_deferred_cycles_give_the_python_output(cycle_library, name):
     for t, bad_q, bad_qd, bad_reference, c_status, python_status in cases:
         compiled_output = controllers[0].update(t, bad_q, bad_qd, bad_reference)
         python_output = controllers[1].update(t, bad_q, bad_qd, bad_reference)
-        assert controllers[0]._cycle.last_status == c_status
+        assert controllers[0].cycle.last_status == c_status
         if python_status is not None:
             assert python_output.status == python_status, python_output.message
         if python_output.safe_output:
@@ -328,7 +328,7 @@ def test_singular_stops_are_deferred(cycle_library, name):
         for controller in controllers:
             controller.reset(0.0, q, np.zeros(6))
             outputs.append(controller.update(0.0, q, np.zeros(6), reference))
-        assert controllers[0]._cycle.last_status == c_status
+        assert controllers[0].cycle.last_status == c_status
         assert outputs[1].status == ControlStatus.SINGULAR and _same_safe_output(*outputs)
         assert_same_state(*controllers)
 

@@ -335,4 +335,4 @@ def test_the_integral_sums_the_velocity_error_over_the_actual_periods(backend):
         expected -= qd * step
     np.testing.assert_allclose(controller.integral, expected, rtol=0, atol=1e-15)
     if backend == "c":
-        assert controller._cycle.finished == len(stamps)
+        assert controller.cycle.finished == len(stamps)

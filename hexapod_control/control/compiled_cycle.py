@@ -58,7 +58,7 @@ _SCALAR_OUTPUTS = (
 )
 
 
-def _layout(library, symbol: str, path) -> dict[str, slice]:
+def read_layout(library, symbol: str, path) -> dict[str, slice]:
     """{name: slice} of a 'name[size] ...' layout string of the library, in order."""
     slices, offset = {}, 0
     for item in compiled.read_string(library, symbol).split():
@@ -76,10 +76,10 @@ class CycleLibrary:
 
     def __init__(self, library, path):
         try:
-            self.settings = _layout(library, "hexapod_cycle_settings", path)
-            self.state = _layout(library, "hexapod_cycle_state", path)
-            self.reference = _layout(library, "hexapod_cycle_reference", path)
-            self.outputs = _layout(library, "hexapod_cycle_outputs", path)
+            self.settings = read_layout(library, "hexapod_cycle_settings", path)
+            self.state = read_layout(library, "hexapod_cycle_state", path)
+            self.reference = read_layout(library, "hexapod_cycle_reference", path)
+            self.outputs = read_layout(library, "hexapod_cycle_outputs", path)
             self.statuses = tuple(compiled.read_string(library, "hexapod_cycle_statuses").split())
             controllers = compiled.read_string(library, "hexapod_cycle_controllers").split()
         except ValueError as error:  # a symbol is missing
@@ -242,6 +242,12 @@ class CompiledCycle:
         for name, value in values.items():
             self._settings[self.library.settings[name]] = value
         self._settings_packed = True
+
+    def settings(self) -> np.ndarray:
+        """The settings vector the C cycle reads (packed at first use), which the compiled step passes on."""
+        if not self._settings_packed:
+            self._pack_settings()
+        return self._settings
 
     def _defer(self, reason: str) -> None:
         self.deferred[reason] += 1

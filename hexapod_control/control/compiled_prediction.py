@@ -57,9 +57,9 @@ class PredictionLibrary:
 
     def __init__(self, cycle: compiled_cycle.CycleLibrary, library, path):
         try:
-            self.drives = compiled_cycle._layout(library, "hexapod_prediction_drives", path)
-            self.outputs = compiled_cycle._layout(library, "hexapod_prediction_outputs", path)
-            self.measurement = compiled_cycle._layout(library, "hexapod_measurement_outputs", path)
+            self.drives = compiled_cycle.read_layout(library, "hexapod_prediction_drives", path)
+            self.outputs = compiled_cycle.read_layout(library, "hexapod_prediction_outputs", path)
+            self.measurement = compiled_cycle.read_layout(library, "hexapod_measurement_outputs", path)
             self.measure = library["hexapod_measure"]
             self.applied_force = library["hexapod_applied_force"]
             self.predict = library["hexapod_predict"]
@@ -163,6 +163,10 @@ class CompiledPrediction:
 
         self.finished: collections.Counter[str] = collections.Counter()
         self.deferred: collections.Counter[tuple[str, str]] = collections.Counter()
+
+    def constant_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The packed drives and model parameters the C functions read (the compiled step passes them on)."""
+        return self._drives, self._parameters
 
     def _reserve(self, steps: int) -> None:
         """Room for the forces of ``steps`` periods."""

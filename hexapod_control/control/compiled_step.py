@@ -50,7 +50,7 @@ class StepLibrary:
     """The step functions of a loaded library and the layouts of their arrays (read from it)."""
 
     def __init__(self, prediction: compiled_prediction.PredictionLibrary, library, path):
-        layout = compiled_cycle._layout
+        layout = compiled_cycle.read_layout
         try:
             self.settings = layout(library, "hexapod_step_settings", path)
             self.memory = layout(library, "hexapod_step_memory", path)
@@ -104,7 +104,7 @@ def attach(loop, choice: str | None = None) -> CompiledStep | None:
     if not isinstance(controller, DelayCompensatedController) or controller.core is None:
         return None
     law = controller.controller
-    if law._cycle is None:
+    if law.cycle is None:
         return None
     if (controller.flight.sent.maxlen > control_step.FLIGHT_CAPACITY or safety.RATE_WINDOW != control_step.RATE_WINDOW
             or stamp_period.WINDOW != control_step.PERIOD_WINDOW):
@@ -131,10 +131,8 @@ class CompiledStep:
         self._out = np.zeros(size(library.outputs))
         self._settings = self._pack_settings()
         prediction = self.controller.core  # its packed drives, kinematic settings and parameters
-        self._cycle_settings = self.law._cycle._settings
-        if not self.law._cycle._settings_packed:
-            self.law._cycle._pack_settings()
-        constants = (self._settings, self._cycle_settings, prediction._drives, prediction._parameters)
+        self._cycle_settings = self.law.cycle.settings()
+        constants = (self._settings, self._cycle_settings, *prediction.constant_arrays())
         self._constants = constants  # kept alive: the C code reads them through these addresses
         inputs = library.inputs
         # The inputs in two packs, each one struct call: the joint state (intake), then what the

@@ -213,13 +213,13 @@ class OperationalSpaceController:
         available. The C cycle defers every safe output and FK continuation to the Python code, so
         both give the same outputs (see compiled_cycle.py). Returns the choice in effect.
         """
-        self._cycle = compiled_cycle.attach(self, choice, ControlOutput, ControlStatus)
+        self.cycle = compiled_cycle.attach(self, choice, ControlOutput, ControlStatus)
         return self.cycle_backend
 
     @property
     def cycle_backend(self) -> str:
         """"c" when updates run the compiled cycle, else "python"."""
-        return "python" if self._cycle is None else "c"
+        return "python" if self.cycle is None else "c"
 
     # -------------------------------------------------------------- interface
     def reset(self, t: float, q, qd) -> None:
@@ -257,8 +257,8 @@ class OperationalSpaceController:
 
     def update(self, t: float, q, qd, reference: Reference) -> ControlOutput:
         """Actuator forces for the measured (q, qd) and the reference; see the module rules."""
-        if self._cycle is not None:
-            output = self._cycle.update(t, q, qd, reference)
+        if self.cycle is not None:
+            output = self.cycle.update(t, q, qd, reference)
             if output is not None:
                 return output  # else the compiled cycle left this one to the Python code below
         fk = jac = None
