@@ -16,37 +16,20 @@ from hexapod_control.lazy_exports import lazy_exports
 
 # Each public name and the module that defines it. They are imported on first use (PEP 562), so
 # that `import hexapod_control` and the `hexapod` command's --help load neither NumPy nor rclpy.
-_PUBLIC = {
-    "AssemblyError": "hexapod_control.errors",
-    "AssemblyModeJumpError": "hexapod_control.errors",
-    "BagError": "hexapod_control.errors",
-    "BoardError": "hexapod_control.errors",
-    "CompilationError": "hexapod_control.errors",
-    "ControlLoop": "hexapod_control.control.loop",
-    "ConvergenceError": "hexapod_control.errors",
-    "HexapodError": "hexapod_control.errors",
-    "HexapodModel": "hexapod_control.model.hexapod",
-    "HexapodParameters": "hexapod_control.model.parameters",
-    "InvalidInputError": "hexapod_control.errors",
-    "KinematicState": "hexapod_control.model.kinematics",
-    "LockstepLoop": "hexapod_control.simulation.lockstep",
-    "LoopRecord": "hexapod_control.simulation.lockstep",
-    "ParameterError": "hexapod_control.errors",
-    "Reference": "hexapod_control.control.trajectories",
-    "SafetySupervisor": "hexapod_control.control.safety",
-    "SimulationDivergedError": "hexapod_control.errors",
-    "SingularityError": "hexapod_control.errors",
-    "StackStalledError": "hexapod_control.errors",
-    "StepRecord": "hexapod_control.control.loop",
-    "UnreachablePoseError": "hexapod_control.errors",
-    "load_parameters": "hexapod_control.model.parameters",
-    "make_controller": "hexapod_control.control.controllers",
-    "make_plant": "hexapod_control.simulation",
-    "make_trajectory": "hexapod_control.control.trajectories",
+_EXPORTS = {
+    "hexapod_control.control.controllers": ("make_controller",),
+    "hexapod_control.control.loop": ("ControlLoop", "StepRecord"),
+    "hexapod_control.control.safety": ("SafetySupervisor",),
+    "hexapod_control.control.trajectories": ("Reference", "make_trajectory"),
+    "hexapod_control.errors": (
+        "AssemblyError", "AssemblyModeJumpError", "BagError", "BoardError", "CompilationError",
+        "ConvergenceError", "HexapodError", "InvalidInputError", "ParameterError",
+        "SimulationDivergedError", "SingularityError", "StackStalledError", "UnreachablePoseError",
+    ),
+    "hexapod_control.model.hexapod": ("HexapodModel",),
+    "hexapod_control.model.kinematics": ("KinematicState",),
+    "hexapod_control.model.parameters": ("HexapodParameters", "load_parameters"),
+    "hexapod_control.simulation": ("make_plant",),
+    "hexapod_control.simulation.lockstep": ("LockstepLoop", "LoopRecord"),
 }
-
-
-__all__ = sorted(_PUBLIC)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

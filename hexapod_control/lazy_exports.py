@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 
-def lazy_exports(package: str, public: Mapping[str, str]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
-    """The ``__getattr__`` and ``__dir__`` of ``package``, whose names ``public`` maps to their modules."""
+def lazy_exports(package: str, exports: Mapping[str, Sequence[str]]
+                 ) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
+    """``__all__``, ``__getattr__`` and ``__dir__`` of ``package``, whose ``exports`` name the public
+    names each defining module gives it."""
+    public = {name: module for module, names in exports.items() for name in names}
 
     def __getattr__(name: str):
         module = public.get(name)
@@ -27,4 +30,4 @@ def lazy_exports(package: str, public: Mapping[str, str]) -> tuple[Callable[[str
     def __dir__() -> list[str]:
         return sorted(set(vars(sys.modules[package])) | set(public))
 
-    return __getattr__, __dir__
+    return sorted(public), __getattr__, __dir__

@@ -191,7 +191,7 @@ def test_every_package_exports_its_public_names_from_where_they_are_defined(pack
     assert module.__all__ and len(set(module.__all__)) == len(module.__all__)
     for name in module.__all__:
         value = getattr(module, name)
-        defined_in = getattr(module, "_PUBLIC", {}).get(name)
+        defined_in = next((source for source, names in getattr(module, "_EXPORTS", {}).items() if name in names), None)
         if defined_in is not None:
             assert value is getattr(importlib.import_module(defined_in), name)
             if inspect.isclass(value) or inspect.isfunction(value):

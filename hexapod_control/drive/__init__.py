@@ -10,11 +10,8 @@ thin ROS shell around it.
 from hexapod_control.lazy_exports import lazy_exports
 
 # Each public name and the module that defines it, imported on first use (lazy_exports.py).
-_PUBLIC = {
-    "Board": "hexapod_control.drive.board",
-    "BoardSample": "hexapod_control.drive.board",
-    "DriveCore": "hexapod_control.drive.core",
-    "DriveState": "hexapod_control.drive.core",
+_EXPORTS = {
+    "hexapod_control.drive.board": ("Board", "BoardSample"),
+    "hexapod_control.drive.core": ("DriveCore", "DriveState"),
 }
-__all__ = sorted(_PUBLIC)
-__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -11,14 +11,10 @@
 from hexapod_control.lazy_exports import lazy_exports
 
 # Each public name and the module that defines it, imported on first use (lazy_exports.py).
-_PUBLIC = {
-    "ReplayResult": "hexapod_control.evaluation.replay",
-    "RunData": "hexapod_control.evaluation.bag",
-    "RunMetrics": "hexapod_control.evaluation.metrics",
-    "evaluate_bags": "hexapod_control.evaluation.cli",
-    "evaluate_run": "hexapod_control.evaluation.metrics",
-    "load_run": "hexapod_control.evaluation.bag",
-    "replay_run": "hexapod_control.evaluation.replay",
+_EXPORTS = {
+    "hexapod_control.evaluation.bag": ("RunData", "load_run"),
+    "hexapod_control.evaluation.cli": ("evaluate_bags",),
+    "hexapod_control.evaluation.metrics": ("RunMetrics", "evaluate_run"),
+    "hexapod_control.evaluation.replay": ("ReplayResult", "replay_run"),
 }
-__all__ = sorted(_PUBLIC)
-__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -6,20 +6,17 @@ Pure Python and NumPy (the generated dynamics optionally compiled to C); imports
 from hexapod_control.lazy_exports import lazy_exports
 
 # Each public name and the module that defines it, imported on first use (lazy_exports.py).
-_PUBLIC = {
-    "ForwardKinematicsResult": "hexapod_control.model.kinematics",
-    "HexapodModel": "hexapod_control.model.hexapod",
-    "HexapodParameters": "hexapod_control.model.parameters",
-    "InverseKinematicsResult": "hexapod_control.model.kinematics",
-    "JOINT_NAMES": "hexapod_control.model.hexapod",
-    "JacobianResult": "hexapod_control.model.hexapod",
-    "KinematicState": "hexapod_control.model.kinematics",
-    "default_parameters_path": "hexapod_control.model.parameters",
-    "load_parameters": "hexapod_control.model.parameters",
-    "parameters_from_mapping": "hexapod_control.model.parameters",
+_EXPORTS = {
+    "hexapod_control.model.hexapod": ("HexapodModel", "JOINT_NAMES", "JacobianResult"),
+    "hexapod_control.model.kinematics": (
+        "ForwardKinematicsResult", "InverseKinematicsResult", "KinematicState",
+    ),
+    "hexapod_control.model.parameters": (
+        "HexapodParameters", "default_parameters_path", "load_parameters",
+        "parameters_from_mapping",
+    ),
 }
-__all__ = sorted(_PUBLIC)
-__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 # The board section of the parameters schema builds on its field types and completes it on import.
 from hexapod_control.model import board_parameters  # noqa: F401, E402

@@ -14,13 +14,9 @@ package and the nodes import without them (test_architecture.py checks it).
 from hexapod_control.lazy_exports import lazy_exports
 
 # Each public name and the module that defines it, imported on first use (lazy_exports.py).
-_PUBLIC = {
-    "Case": "hexapod_control.scale.spec",
-    "Engine": "hexapod_control.scale.engine",
-    "RowMetrics": "hexapod_control.scale.case",
-    "SweepSpec": "hexapod_control.scale.spec",
-    "load_spec": "hexapod_control.scale.spec",
-    "run_case": "hexapod_control.scale.case",
+_EXPORTS = {
+    "hexapod_control.scale.case": ("RowMetrics", "run_case"),
+    "hexapod_control.scale.engine": ("Engine",),
+    "hexapod_control.scale.spec": ("Case", "SweepSpec", "load_spec"),
 }
-__all__ = sorted(_PUBLIC)
-__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -29,13 +29,11 @@ def make_plant(backend: str, parameters: HexapodParameters) -> Plant:
 
 
 # The other public names, imported on first use (lazy_exports.py).
-_PUBLIC = {
-    "DelayedPlant": "hexapod_control.simulation.delay",
-    "LockstepLoop": "hexapod_control.simulation.lockstep",
-    "LoopRecord": "hexapod_control.simulation.lockstep",
-    "Plant": "hexapod_control.simulation.plant",
-    "RecordWriter": "hexapod_control.simulation.lockstep_recording",
-    "with_loop_delay": "hexapod_control.simulation.delay",
+_EXPORTS = {
+    "hexapod_control.simulation.delay": ("DelayedPlant", "with_loop_delay"),
+    "hexapod_control.simulation.lockstep": ("LockstepLoop", "LoopRecord"),
+    "hexapod_control.simulation.lockstep_recording": ("RecordWriter",),
+    "hexapod_control.simulation.plant": ("Plant",),
 }
-__all__ = sorted([*_PUBLIC, 'BACKENDS', 'make_plant'])
-__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)
+_lazy_names, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted([*_lazy_names, "BACKENDS", "make_plant"])
