@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hexapod_control.model.kinematics import FK_TOLERANCE, SIDE_PAIRS, closure_conditioning, is_physical_mode
+from hexapod_control.model.kinematics import FK_TOLERANCE, SIDE_PAIRS, closure_conditioning, is_physical_mode, newton_update
 from hexapod_control.model.rotations import euler_zyx_from_axes
 
 # Number of Chebyshev nodes: F(cos phi_1) has degree 8, so 9 nodes determine it exactly.
@@ -227,12 +227,9 @@ def _polish(chains, q, phi):
         if residual <= FK_TOLERANCE and (converged or residual <= 1e-15):
             return tuple(_wrap(v) for v in phi), residual, rows
         converged = residual <= FK_TOLERANCE  # one more step takes phi to round-off
-        step = chains.solve_cyclic(rows, gamma)
-        if step is None:
+        phi = newton_update(chains, rows, gamma, phi, POLISH_MAX_STEP)
+        if phi is None:
             return None
-        largest = max(abs(v) for v in step)
-        shrink = POLISH_MAX_STEP / largest if largest > POLISH_MAX_STEP else 1.0
-        phi = [phi[i] - shrink * step[i] for i in range(3)]
     return None
 
 

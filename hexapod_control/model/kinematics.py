@@ -289,6 +289,17 @@ def closure_conditioning(rows) -> float:
     return abs(det) / norms if norms > 0.0 else 0.0
 
 
+def newton_update(chains: ClosedChainKinematics, rows, gamma, phi, max_step: float) -> list[float] | None:
+    """phi after one Newton step on the closure residual ``gamma`` (Jacobian ``rows``), the step
+    scaled down to ``max_step`` [rad] at most; None where the Jacobian is singular."""
+    step = chains.solve_cyclic(rows, gamma)
+    if step is None:
+        return None
+    largest = max(abs(s) for s in step)
+    shrink = max_step / largest if largest > max_step else 1.0
+    return [phi[i] - shrink * step[i] for i in range(3)]
+
+
 def is_physical_mode(phi, rows) -> bool:
     """The physical mode: every leg pair above the base (0 < phi < pi) and det dgamma/dphi > 0.
 
@@ -380,12 +391,9 @@ class Kinematics:
                 return PassiveSolution(tuple(phi), iteration, residual, rows, apexes)
             if iteration == MAX_NEWTON_ITERATIONS:
                 return None
-            step = chains.solve_cyclic(rows, gamma)
-            if step is None:
+            phi = newton_update(chains, rows, gamma, phi, MAX_NEWTON_STEP)
+            if phi is None:
                 return None
-            largest = max(abs(s) for s in step)
-            shrink = MAX_NEWTON_STEP / largest if largest > MAX_NEWTON_STEP else 1.0
-            phi = [phi[i] - shrink * step[i] for i in range(3)]
         return None
 
     def _track(self, q, start_q, start_phi, tolerance: float):
