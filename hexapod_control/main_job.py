@@ -344,7 +344,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if problem:
         _stderr(f"{PROG}: {problem}")
         return 1
-    from hexapod_control.evaluation.cli import evaluate_bags
+    from hexapod_control.evaluation.evaluate import evaluate_bags
     from hexapod_control.evaluation.report import summary_line
 
     job_start = time.monotonic()

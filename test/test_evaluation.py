@@ -373,7 +373,7 @@ def test_evaluate_cli_two_bags_comparison(run, bag, tmp_path, capsys):
 
 
 def test_default_output_folder_is_one_rule_for_a_folder_and_its_file(bag, tmp_path):
-    from hexapod_control.evaluation.cli import default_output
+    from hexapod_control.evaluation.evaluate import default_output
 
     (storage_file,) = list(bag.glob("*.mcap"))
     assert default_output(bag) == default_output(storage_file) == bag.parent / f"{bag.name}_evaluation"

@@ -11,7 +11,7 @@ import yaml
 from hexapod_control.bags.reader import read_custom_data
 from hexapod_control.control import margins
 from hexapod_control.errors import ParameterError
-from hexapod_control.evaluation.cli import evaluate_bags
+from hexapod_control.evaluation.evaluate import evaluate_bags
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
 from hexapod_control.scale.case import run_case, with_payload
@@ -177,7 +177,7 @@ def test_a_map_axis_gives_each_value_its_cell_or_the_range_that_holds_it():
 
 @pytest.mark.slow
 def test_bags_evaluated_one_per_task_give_one_report_with_every_bag_and_the_failures(tmp_path):
-    from hexapod_control.evaluation.cli import SettingsOverrides
+    from hexapod_control.evaluation.evaluate import SettingsOverrides
     from hexapod_control.scale.evaluate import comparison_report, evaluate_one
 
     cases = cases_of(tmp_path, controllers=[{"name": "computed_torque", "gain_set": "robot"}], trajectory="joint_space",

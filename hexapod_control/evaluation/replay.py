@@ -210,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from hexapod_control.evaluation.cli import bag_parameters, default_output, prepare_output
+    from hexapod_control.evaluation.evaluate import bag_parameters, default_output, prepare_output
 
     args = build_parser().parse_args(argv)
     bag = Path(args.bag)

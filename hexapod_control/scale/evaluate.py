@@ -21,6 +21,7 @@ from pathlib import Path
 from hexapod_control.bags.topics import parse_topic_overrides
 from hexapod_control.errors import HexapodError
 from hexapod_control.evaluation import cli
+from hexapod_control.evaluation import evaluate as bag_evaluation
 from hexapod_control.evaluation.document import Document, Table, write_table_files
 from hexapod_control.evaluation.report import actuator_table, slug, summary_line, tracking_table
 from hexapod_control.model.parameters import load_parameters
@@ -48,7 +49,7 @@ def evaluate_one(item: tuple[str, str], options: dict) -> BagResult:
     result = BagResult(bag, label)
     parameters = load_parameters(options["params"]) if options["params"] else None
     try:
-        report, pairs, failed = cli.evaluate_bags(
+        report, pairs, failed = bag_evaluation.evaluate_bags(
             [bag], parameters, Path(options["output"]) / slug(label), [label], options["topics"],
             options["joint_names"], options["overrides"], model_check=options["model_check"],
             make_plots=options["make_plots"], partial=options["partial"],
@@ -95,16 +96,16 @@ def _stderr(line: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    labels = args.label or [cli.bag_root(Path(bag)).name for bag in args.bags]
+    labels = args.label or [bag_evaluation.bag_root(Path(bag)).name for bag in args.bags]
     if len(labels) != len(args.bags) or len(set(map(slug, labels))) != len(labels):
         _stderr("error: give --label once per bag, each distinct (the bags' names must differ otherwise)")
         return 1
     try:
         base = load_parameters(args.params) if args.params else load_parameters()
-        overrides = cli.SettingsOverrides(args.steady_state_start, args.reference_matching, args.model_check_stride)
+        overrides = bag_evaluation.SettingsOverrides(args.steady_state_start, args.reference_matching, args.model_check_stride)
         overrides.applied(base.recording.evaluation)  # check the options now
-        output = args.output or cli.default_output(Path(args.bags[0]), "_comparison")
-        cli.prepare_output(output, args.force, PROG, (*cli.REPORT_FILES, *(f"{slug(label)}/*" for label in labels)))
+        output = args.output or bag_evaluation.default_output(Path(args.bags[0]), "_comparison")
+        bag_evaluation.prepare_output(output, args.force, PROG, (*bag_evaluation.REPORT_FILES, *(f"{slug(label)}/*" for label in labels)))
         options = {"params": str(args.params) if args.params else None, "output": str(output.resolve()),
                    "topics": parse_topic_overrides(args.topic), "joint_names": args.joint_names, "overrides": overrides,
                    "model_check": not args.no_model_check, "make_plots": not args.no_plots, "partial": args.partial}

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from hexapod_control.errors import HexapodError
-from hexapod_control.evaluation.cli import prepare_output
+from hexapod_control.evaluation.evaluate import prepare_output
 from hexapod_control.evaluation.document import Document, Figure, Table
 from hexapod_control.options import add_output
 from hexapod_control.scale.case import run_case

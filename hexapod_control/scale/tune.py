@@ -46,7 +46,7 @@ import yaml
 from hexapod_control.control import margins
 from hexapod_control.control.controllers import CONTROLLER_NAMES
 from hexapod_control.errors import HexapodError
-from hexapod_control.evaluation.cli import prepare_output
+from hexapod_control.evaluation.evaluate import prepare_output
 from hexapod_control.evaluation.document import Document, Table
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import EXTENDS_KEY, ROOT_KEY, HexapodParameters, load_parameters
