@@ -109,10 +109,10 @@ _libraries_lock = threading.Lock()
 def cycle_library(choice: str | None = None) -> CycleLibrary | None:
     """The cycle library for ``choice`` or ``$HEXAPOD_CONTROL_CYCLE`` (auto|python|c), None for Python.
 
-    ``auto`` follows the dynamics backend (compiled.select_backend: the installed library, the
-    developer fallback, or the Python code with one warning), and a model built on the Python
-    dynamics keeps its controllers in Python (:func:`follows_model`); ``c`` requires the library.
-    Memoised per choice.
+    ``auto`` loads the library as the dynamics backend does (compiled.select_backend: the installed
+    library, the developer fallback, or the Python code with one warning); it is asked for only by
+    controllers of a model built on the C dynamics (:func:`follows_model`). ``c`` requires the
+    library. Memoised per choice.
     """
     return compiled.memoised_choice(choice, CYCLE_VARIABLE, CHOICES, _libraries, _libraries_lock, _load)
 
@@ -120,7 +120,7 @@ def cycle_library(choice: str | None = None) -> CycleLibrary | None:
 def _load(choice: str) -> CycleLibrary | None:
     if choice == "python":
         return None
-    terms = compiled.select_backend("c" if choice == "c" else None)
+    terms = compiled.select_backend("c" if choice == "c" else "auto")
     if compiled.backend_name(terms) != "c":
         return None  # the dynamics backend already warned
     return CycleLibrary(terms.LIBRARY, terms.LIBRARY_PATH)

@@ -94,7 +94,7 @@ def _load(choice: str) -> PredictionLibrary | None:
     cycle = compiled_cycle.cycle_library(choice)
     if cycle is None:
         return None  # python, or no library (the dynamics backend already warned)
-    terms = compiled.select_backend("c" if choice == "c" else None)  # the library the cycle was read from
+    terms = compiled.select_backend("c" if choice == "c" else "auto")  # the library the cycle was read from
     return PredictionLibrary(cycle, terms.LIBRARY, terms.LIBRARY_PATH)
 
 

@@ -91,7 +91,7 @@ def _load(choice: str) -> StepLibrary | None:
     prediction = compiled_prediction.prediction_library(choice)
     if prediction is None:
         return None
-    terms = compiled.select_backend("c" if choice == "c" else None)
+    terms = compiled.select_backend("c" if choice == "c" else "auto")
     return StepLibrary(prediction, terms.LIBRARY, terms.LIBRARY_PATH)
 
 

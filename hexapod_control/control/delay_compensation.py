@@ -130,6 +130,7 @@ class ForcesInFlight:
 
     @classmethod
     def keeping(cls, longest: int) -> ForcesInFlight:
+        """Nothing in flight yet, room for the forces of delays up to ``longest`` periods."""
         return cls(sent=deque(maxlen=longest + 2), longest=longest)
 
 
