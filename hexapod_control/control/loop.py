@@ -175,22 +175,27 @@ class ControlLoop:
 
     def reference_sample(self, now: float, reference: Reference) -> bool:
         """Take a trajectory sample, through the message form the reference topic carries."""
-        try:
-            point = reference_point_from_euler(reference.pose, reference.velocity, reference.acceleration)
-        except (ValueError, TypeError) as error:  # a non-finite angle has no quaternion
-            return self.reference(now, reference.t, None, f"reference sample not convertible: {error}")
-        return self.reference(now, reference.t, point)
+        point = self._message_form(now, reference)
+        return point is not None and self.reference(now, reference.t, point)
 
     def checked_sample(self, now: float, reference: Reference) -> bool:
         """Take a sample of a trajectory checked when built (trajectories.CheckedTrajectory): through
         the message form, as :meth:`reference_sample`, so that its numbers are those a node receives,
         but with only the checks of a validated source (control/safety.py)."""
-        try:
-            point = reference_point_from_euler(reference.pose, reference.velocity, reference.acceleration)
-        except (ValueError, TypeError) as error:  # a non-finite angle has no quaternion
-            return self.reference(now, reference.t, None, f"reference sample not convertible: {error}")
+        point = self._message_form(now, reference)
+        if point is None:
+            return False
         pose, velocity, acceleration = euler_from_reference_point(point)
         return self.validated_reference(now, Reference(reference.t, pose, velocity, acceleration))
+
+    def _message_form(self, now: float, reference: Reference) -> ReferencePoint | None:
+        """The sample as the reference message carries it; None, taken as a malformed reference, when
+        it has no such form (a non-finite angle has no quaternion)."""
+        try:
+            return reference_point_from_euler(reference.pose, reference.velocity, reference.acceleration)
+        except (ValueError, TypeError) as error:
+            self.reference(now, reference.t, None, f"reference sample not convertible: {error}")
+            return None
 
     def validated_reference(self, now: float, reference: Reference) -> bool:
         """Take a sample of a source validated when it changed (see SafetySupervisor.validated_reference)."""
