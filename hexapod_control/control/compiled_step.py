@@ -292,7 +292,7 @@ class CompiledStep:
         controller.flight.effort = None if math.isnan(effort_stamp) else (float(effort_stamp), view("effort").copy())
         if view("measurement")[0]:
             controller.flight.last_measurement = (float(view("measurement_t")[0]), view("measurement_q").copy(),
-                                            view("measurement_qd").copy(), view("measurement_phi").copy())
+                                                  view("measurement_qd").copy(), view("measurement_phi").copy())
         else:
             controller.flight.last_measurement = None
         estimator = controller.estimator

@@ -3,8 +3,8 @@
 The plant runs on its own parameters (the "true" drives to recover, its sensor model and loop
 delay from ``simulation``), the controller on the model's; the bag holds the topics the recorder
 records, written as the main job writes its runs (``simulation.lockstep_recording``), so
-``hexapod_identify`` reads it like a bag recorded on the robot. Used by the tests and the benchmark, and by anyone checking the
-identification on a simulator before a robot run.
+``hexapod_identify`` reads it like a bag recorded on the robot. Used by the tests and the
+benchmark, and by anyone checking the identification on a simulator before a robot run.
 """
 
 from __future__ import annotations

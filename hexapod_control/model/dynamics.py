@@ -166,9 +166,14 @@ class ReducedDynamics:
         self.parameters = parameters
         self.kinematics = Kinematics(parameters)
         self.rigid_body = RigidBodyDynamics(parameters, backend)
-        self.terms, self.backend = self.rigid_body.terms, self.rigid_body.backend
+        self.terms = self.rigid_body.terms  # read at every call: not looked up through rigid_body
         self.actuators = ActuatorModel(parameters.actuators)
         self._packed = self.rigid_body._packed
+
+    @property
+    def backend(self) -> str:
+        """The generated functions in use: "c" or "python"."""
+        return self.rigid_body.backend
 
     def _state(self, q, phi) -> tuple[list[float], list[float]]:
         q = self.kinematics.joint_vector(q)

@@ -78,11 +78,15 @@ class HexapodModel:
         object.__setattr__(self, "parameters", parameters)
         object.__setattr__(self, "kinematics", kinematics)
         object.__setattr__(self, "dynamics", dynamics)
-        object.__setattr__(self, "backend", dynamics.backend)
         object.__setattr__(self, "home_q", np.array(kinematics.home_q))
 
     def __setattr__(self, name, value):
         raise AttributeError(f"HexapodModel is immutable: cannot set {name!r} (carry state in a KinematicState)")
+
+    @property
+    def backend(self) -> str:
+        """The dynamics backend in use: "c" or "python"."""
+        return self.dynamics.backend
 
     @classmethod
     def from_yaml(cls, path: str | Path | None = None, backend: str | None = None) -> "HexapodModel":
