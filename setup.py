@@ -92,7 +92,9 @@ setup(
     name=PACKAGE_NAME,
     version="0.1.0",
     packages=find_packages(exclude=["test", "test.*"]),
-    package_data={PACKAGE_NAME: ["model/generated/*.c"]},  # the generated C (the fallback compiles it)
+    # The generated C (the fallback compiles it) and the robot stack's rcl loop, compiled at first use
+    # against the rcl it runs with (ros/native_loop.py).
+    package_data={PACKAGE_NAME: ["model/generated/*.c", "ros/rcl_loop.c"]},
     ext_modules=[native_library()],
     cmdclass={"build_ext": BuildNativeLibrary},
     data_files=[

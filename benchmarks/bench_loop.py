@@ -1,7 +1,7 @@
 """The 1 kHz loop through ROS 2: hexapod_robot_stack against hexapod_fake_driver, as separate processes.
 
     python benchmarks/bench_loop.py [--seconds 60] [--controllers double_loop computed_torque]
-                                    [--executors wait_set single_threaded events] [--rate 1000]
+                                    [--executors native wait_set single_threaded events] [--rate 1000]
                                     [--realtime-priority 50]
 
 For each controller and stack executor: the fake driver (its own wall-clock loop at ``--rate``) and
@@ -136,7 +136,7 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
     node = Node("hexapod_loop_benchmark")
     poses: dict[float, np.ndarray] = {}
     references: dict[float, np.ndarray] = {}
-    status = {"faults": 0, "superseded": 0, "overruns": 0, "problem": ""}
+    status = {"faults": 0, "superseded": 0, "compiled": 0, "overruns": 0, "problem": ""}
     speeds = [float("inf")]
 
     def on_pose(message):
@@ -153,6 +153,7 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
             if entry.name.startswith("hexapod_robot_stack"):
                 status["faults"] = int(values.get("faults", 0))
                 status["superseded"] = int(values.get("superseded_joint_states", 0))
+                status["compiled"] = int(values.get("compiled_answers", 0))
                 status["stack_error"] = values.get("last_error", "")
                 if entry.level != b"\x00":
                     status["problem"] = entry.message
@@ -220,6 +221,7 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
     return {
         "states": states, "commands": latency.size, "latency": latency, "late": late, "cpu": cpu,
         "faults": status["faults"] - faults_at_arming, "superseded": status["superseded"] - before["superseded"],
+        "compiled": status["compiled"] - before["compiled"],
         "overruns": status["overruns"] - before["overruns"], "problem": status["problem"],
         "tracking_rms": float(np.sqrt(np.mean(errors**2))), "tracking_max": float(np.max(errors)),
         "samples": len(common), "load": (load_before, load_after),
@@ -230,7 +232,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per run (default: %(default)s)")
     parser.add_argument("--controllers", nargs="+", default=["double_loop", "computed_torque"])
-    parser.add_argument("--executors", nargs="+", default=["wait_set"], help="the stack's executor parameter")
+    parser.add_argument("--executors", nargs="+", default=["native"], help="the stack's executor parameter")
     parser.add_argument("--rate", type=float, default=1000.0, help="the driver's loop rate [Hz]")
     parser.add_argument("--realtime-priority", type=int, default=CONTROL_LOOP_PRIORITY,
                         help="SCHED_FIFO priority of the stack and the driver, as ros2_control runs "
@@ -249,7 +251,8 @@ def main() -> None:
                   f"{args.realtime_priority}: {args.seconds:g} s, "
                   f"load average {r['load'][0]:.2f} -> {r['load'][1]:.2f}")
             print(f"joint states {r['states']} ({r['states'] / args.seconds:.0f}/s), commands {r['commands']}: "
-                  f"answered {100 * r['commands'] / max(r['states'], 1):.2f} %; superseded in the stack {r['superseded']}")
+                  f"answered {100 * r['commands'] / max(r['states'], 1):.2f} %; superseded in the stack {r['superseded']}; "
+                  f"answered by the compiled step {r['compiled']}")
             print(f"latency stamp -> command at the driver [ms]: median {np.median(lat):.3f}, "
                   f"p99 {np.percentile(lat, 99):.3f}, max {np.max(lat):.3f} (period {period * 1e3:g} ms)")
             print("periods late (1 = applied at the next tick): "

@@ -39,10 +39,10 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_loop import STARTUP_TIMEOUT_S, STOP_M, stop  # noqa: E402 - the loop benchmark's driver setup
 
 from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY  # noqa: E402
+from hexapod_control.ros.native_loop import rcl_compile_command, rcl_prefix  # noqa: E402
 
 SETTLE_STATES = 2000  # answered before measuring: discovery, the first wakes
 RCL_ECHO_SOURCE = REPO / "benchmarks" / "rcl_echo.c"
-RCL_LIBRARIES = ("rcl", "rmw", "rcutils")
 NANOSECONDS = 1e9
 
 
@@ -101,26 +101,13 @@ def echo(serialized: bool, states: int) -> tuple[float, np.ndarray]:
     return process, np.diff(thread_times[SETTLE_STATES:]) / 1e3
 
 
-def rcl_prefix() -> Path | None:
-    """The install prefix holding rcl's headers and libraries: this environment's (the PyPI wheels)
-    or a ROS 2 installation's on AMENT_PREFIX_PATH; None when neither has them."""
-    prefixes = [Path(sys.prefix)] + [Path(p) for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
-    for prefix in prefixes:
-        if (prefix / "include" / "rcl" / "rcl" / "rcl.h").is_file() and (prefix / "lib").is_dir():
-            return prefix
-    return None
-
-
 def build_rcl_echo(folder: Path) -> ctypes.CDLL | str:
     """benchmarks/rcl_echo.c compiled and loaded, or why not."""
     prefix = rcl_prefix()
     if prefix is None:
         return "no rcl headers in this environment or on AMENT_PREFIX_PATH"
-    # ROS 2 installs each package's headers one level down: include/<package>/<package>/...
-    includes = [f"-I{d}" for d in sorted((prefix / "include").iterdir()) if d.is_dir()]
     library = folder / "librcl_echo.so"
-    command = ["gcc", "-O2", "-shared", "-fPIC", str(RCL_ECHO_SOURCE), *includes, f"-L{prefix / 'lib'}",
-               *(f"-l{name}" for name in RCL_LIBRARIES), f"-Wl,-rpath,{prefix / 'lib'}", "-o", str(library)]
+    command = rcl_compile_command(RCL_ECHO_SOURCE, library, prefix)
     try:
         built = subprocess.run(command, capture_output=True, text=True)
     except FileNotFoundError:

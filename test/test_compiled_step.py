@@ -230,20 +230,20 @@ def opposed(k, twin, plant, stamp, q, qd):
     return answer
 
 
+# (scenario, the row it must meet: action and words of the reason, its id)
+ROWS = [
+    (glitch, Action.ZERO, "moved", "glitch_then_rearm"),
+    (frozen, Action.HOLD, "frozen", "frozen_then_rearm"),
+    (rate_drop, Action.HOLD, "rate", "rate_drop"),
+    (stale, Action.ZERO, "stale", "stale"),
+    (reference_stale, Action.HOLD, "reference stale", "reference_stale"),
+    (too_fast, Action.HOLD, "above the speed limit", "too_fast"),
+    (opposed, Action.HOLD, "at the limit", "saturation"),
+]
+
+
 @pytest.mark.parametrize("controller", ["computed_torque", "double_loop"])
-@pytest.mark.parametrize(
-    "scenario, action, words",
-    [
-        (glitch, Action.ZERO, "moved"),
-        (frozen, Action.HOLD, "frozen"),
-        (rate_drop, Action.HOLD, "rate"),
-        (stale, Action.ZERO, "stale"),
-        (reference_stale, Action.HOLD, "reference stale"),
-        (too_fast, Action.HOLD, "above the speed limit"),
-        (opposed, Action.HOLD, "at the limit"),
-    ],
-    ids=["glitch_then_rearm", "frozen_then_rearm", "rate_drop", "stale", "reference_stale", "too_fast", "saturation"],
-)
+@pytest.mark.parametrize("scenario, action, words", [row[:3] for row in ROWS], ids=[row[3] for row in ROWS])
 def test_every_row_decides_alike(controller, scenario, action, words):
     twin = run(controller, scenario)
     faults = [(a, r) for a, r in twin.actions if a == action and words in r]

@@ -1,6 +1,7 @@
 """JointStateWire against rclpy's own deserialization of the same bytes (the oracle)."""
 
 import math
+import struct
 
 import numpy as np
 import pytest
@@ -10,7 +11,16 @@ from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import JointState
 
 from hexapod_control import load_parameters
-from hexapod_control.ros.wire import MAX_LAYOUTS, JointStateFields, JointStateWire, JointStateWriter
+from std_msgs.msg import Float64MultiArray
+
+from hexapod_control.codegen.control_step import WIRE_FIELDS
+from hexapod_control.ros.wire import (
+    MAX_LAYOUTS,
+    JointStateFields,
+    JointStateWire,
+    JointStateWriter,
+    float64_array_message,
+)
 
 JOINTS = list(load_parameters().ros.joint_names)
 
@@ -118,3 +128,39 @@ def test_the_writers_messages_are_rclpys_serialization_of_the_same_values():
 def test_a_writer_needs_every_array_as_long_as_the_names():
     with pytest.raises(ValueError, match="must each hold 6 values"):
         JointStateWriter(serialize_message(joint_state(effort=False)))
+
+
+@pytest.mark.parametrize("frame_id", ["", "base_lin"])
+@pytest.mark.parametrize("effort", [True, False])
+def test_the_layout_handed_to_the_compiled_step_locates_rclpys_numbers(frame_id, effort):
+    wire = JointStateWire(JOINTS)
+    message = joint_state(frame_id=frame_id, effort=effort)
+    data = serialize_message(message)
+    wire.read(data)
+    layout, learned = wire.native_layout(command_offset=20)
+    fields = dict(zip(WIRE_FIELDS, layout[: len(WIRE_FIELDS)].tolist()))
+    assert fields["size"] == len(data) == len(learned) and fields["command"] == 20
+    assert struct.unpack_from("<iI", data, fields["stamp"]) == (message.header.stamp.sec, message.header.stamp.nanosec)
+    for name in ("position", "velocity", "effort"):
+        values = getattr(message, name)
+        if fields[name] < 0:
+            assert not effort and name == "effort"
+            continue
+        assert list(struct.unpack_from("<6d", data, fields[name])) == list(values)
+    runs = layout[len(WIRE_FIELDS):].reshape(-1, 2)
+    assert len(runs) == fields["runs"]
+    for start, stop in runs:  # the learned bytes are the message's where its layout is fixed
+        assert learned[start:stop] == data[start:stop]
+    renamed = serialize_message(joint_state(names=JOINTS[:-1] + ["slider_x"], frame_id=frame_id, effort=effort))
+    assert len(renamed) == len(data)
+    assert any(renamed[start:stop] != learned[start:stop] for start, stop in runs)  # another name is seen
+
+
+def test_the_command_template_is_rclpys_float64_multi_array():
+    template, offset = float64_array_message(6)
+    assert list(deserialize_message(template, Float64MultiArray).data) == [0.0] * 6
+    values = [1.5, -2.25, 3.0, -4.0, 5.125, -333.0]
+    written = bytearray(template)
+    written[offset:offset + 48] = np.array(values, dtype="<f8").tobytes()
+    decoded = deserialize_message(bytes(written), Float64MultiArray)
+    assert list(decoded.data) == values and list(decoded.layout.dim) == [] and decoded.layout.data_offset == 0

@@ -68,6 +68,8 @@ STEP_SETTINGS = (
     ("double_loop", 1),  # 1: the wrapped law is the double loop, 0: computed torque
     ("law_period", 1),  # the wrapped controller's nominal period [s]
     ("longest_period", 1),  # its valid_rates.longest_period [s] (DoubleLoopController.integration_step)
+    ("max_reference_position_step", 1),  # safety.*: the step from the last reference
+    ("max_reference_angle_step", 1),
 )
 # (name, size): the state carried from step to step.
 STEP_MEMORY = (
@@ -99,6 +101,10 @@ STEP_MEMORY = (
     ("measured_state", 24),  # measured_state's warm start, in the control cycle's state layout
     ("law_state", 24),  # the wrapped controller's warm start and integrator (control cycle state)
     ("updated_at", 1),  # the wrapped controller's _updated_at (NaN: None)
+    ("reference_taken", 1),  # 1.0 when a message step took a reference since the memory was packed
+    ("reference_t", 1),  # SafetySupervisor.reference: the reference, its stamp and when it was taken
+    ("reference", 18),
+    ("reference_received", 1),
 )
 # (name, size): the inputs of one step.
 STEP_INPUTS = (
@@ -128,6 +134,7 @@ STEP_OUTPUTS = (
     ("velocity_error", 6),
     ("phi", 3),  # passive angles of the measured q [rad]
     ("cycle_status", 1),  # the numeric core's status when a step defers on it
+    ("intake", 1),  # hexapod_step_message: the intake's status of the message it left to Python
 )
 # Return values: the first three finish the step, the others leave it (memory untouched) to Python.
 STEP_STATUSES = (
@@ -145,7 +152,19 @@ STEP_STATUSES = (
     "law",
     "saturation",  # held at the force limit for longer than max_saturation_time
     "frozen_window",  # a frozen-feedback window ends: the Python code judges it
+    "reference",  # the reference at the stamp is not finite, or too far from the last: Python faults
+    "layout",  # the message's bytes are not in the learned layout: Python reads it
+    "grid",  # the reference grid holds no knots around the stamp: Python samples them
 )
+# hexapod_step_message's description of the joint states' bytes (ros/wire.py learns it), as int64:
+# the message size, the offsets of the stamp and of the positions, velocities and efforts (-1: no
+# effort field), the offset of the six forces in the command's bytes, then the number of runs of
+# layout-fixing bytes and each run's (start, stop).
+WIRE_FIELDS = ("size", "stamp", "position", "velocity", "effort", "command", "runs")
+WIRE_RUNS = 64  # runs at most: a layout with more is read by the Python code
+# The reference grid (control/reference_grid.py): a header, then knots of pose, velocity, acceleration.
+GRID_FIELDS = ("origin", "period", "first", "count")  # caller-clock t of the source's t = 0; [s]; knot indices
+GRID_KNOT = 18
 
 TEMPLATE = r"""
 /* ------------------------------------------------------------------------------ the whole step */
@@ -554,6 +573,137 @@ int hexapod_step_published(double *memory, const double *settings, double stamp,
     step_sent_entry(sent, length, 0)[1] = fmax(0.0, floor((when - stamp) / period));
     return 1;
 }
+
+/* ------------------------------------------------------------------------------ one message */
+/* hexapod_step_message: a serialized joint state taken (answer = 0: a superseded one, judged) or
+ * answered, from its bytes to the command's, with the reference read off the grid at its stamp.
+ *
+ *   int hexapod_step_message(void *const arrays[11], const unsigned char *data, long size, int answer)
+ *
+ * arrays: inputs, memory, step settings, cycle settings, drives, parameters, out (as for
+ * hexapod_step_command), wire (int64, WIRE_* below), the learned message's bytes, the reference
+ * grid (GRID_* below) and the command's bytes, whose six forces it writes when it answers. The
+ * caller sets inputs[INPUT_NOW]. "layout" and "grid" leave everything untouched; after the intake
+ * took the state (out[OUTPUT_INTAKE]), every status but "control" leaves the rest of the step to
+ * the Python code. */
+
+/* The stamp and the arrays of a message in the learned layout, into the inputs; 0 when its size or
+ * one of its layout-fixing bytes differ (other names, another frame_id, ...). */
+static int step_read_message(const unsigned char *data, long size, const int64_t *wire, const unsigned char *learned,
+                             double *inputs)
+{
+    const int64_t runs = wire[WIRE_RUNS];
+    if (size != wire[WIRE_SIZE] || runs > WIRE_RUNS_CAPACITY) {
+        return 0;
+    }
+    for (int64_t run = 0; run < runs; ++run) {
+        const int64_t start = wire[WIRE_HEADER + 2 * run], stop = wire[WIRE_HEADER + 2 * run + 1];
+        if (memcmp(data + start, learned + start, (size_t)(stop - start)) != 0) {
+            return 0;
+        }
+    }
+    int32_t sec;
+    uint32_t nanosec;
+    memcpy(&sec, data + wire[WIRE_STAMP], sizeof sec);
+    memcpy(&nanosec, data + wire[WIRE_STAMP] + 4, sizeof nanosec);
+    inputs[INPUT_STAMP] = (double)sec + 1e-9 * (double)nanosec; /* time_from_stamp */
+    memcpy(inputs + INPUT_Q, data + wire[WIRE_POSITION], 6 * sizeof(double));
+    memcpy(inputs + INPUT_QD, data + wire[WIRE_VELOCITY], 6 * sizeof(double));
+    if (wire[WIRE_EFFORT] >= 0) {
+        inputs[INPUT_EFFORT_GIVEN] = 1.0;
+        memcpy(inputs + INPUT_EFFORT, data + wire[WIRE_EFFORT], 6 * sizeof(double));
+    } else {
+        inputs[INPUT_EFFORT_GIVEN] = 0.0;
+        memset(inputs + INPUT_EFFORT, 0, 6 * sizeof(double));
+    }
+    return 1;
+}
+
+/* ReferenceGrid.sample (control/reference_grid.py, hermite_weights), the same sums in the same order;
+ * 0 when the grid does not hold the knots around t. */
+static int step_grid_reference(const double *grid, double t, double *reference)
+{
+    const double h = grid[GRID_PERIOD], position = (t - grid[GRID_ORIGIN]) / h;
+    const double k = floor(position), s = position - k, first = grid[GRID_FIRST];
+    if (!(k >= first && k + 1.0 < first + grid[GRID_COUNT])) {
+        return 0;
+    }
+    const double *p0 = grid + GRID_HEADER + (long)(k - first) * GRID_KNOT, *p1 = p0 + GRID_KNOT;
+    const double s2 = s * s, s3 = s2 * s, s4 = s3 * s, s5 = s4 * s, h2 = h * h;
+    const double weights[3][5] = {
+        {(s - 6.0 * s3 + 8.0 * s4 - 3.0 * s5) * h, 0.5 * (s2 - 3.0 * s3 + 3.0 * s4 - s5) * h2,
+         0.5 * (s3 - 2.0 * s4 + s5) * h2, (-4.0 * s3 + 7.0 * s4 - 3.0 * s5) * h, 10.0 * s3 - 15.0 * s4 + 6.0 * s5},
+        {1.0 - 18.0 * s2 + 32.0 * s3 - 15.0 * s4, 0.5 * (2.0 * s - 9.0 * s2 + 12.0 * s3 - 5.0 * s4) * h,
+         0.5 * (3.0 * s2 - 8.0 * s3 + 5.0 * s4) * h, -12.0 * s2 + 28.0 * s3 - 15.0 * s4,
+         (30.0 * s2 - 60.0 * s3 + 30.0 * s4) / h},
+        {(-36.0 * s + 96.0 * s2 - 60.0 * s3) / h, 0.5 * (2.0 - 18.0 * s + 36.0 * s2 - 20.0 * s3),
+         0.5 * (6.0 * s - 24.0 * s2 + 20.0 * s3), (-24.0 * s + 84.0 * s2 - 60.0 * s3) / h,
+         (60.0 * s - 180.0 * s2 + 120.0 * s3) / h2},
+    };
+    for (int part = 0; part < 3; ++part) {
+        const double *w = weights[part];
+        for (int i = 0; i < 6; ++i) {
+            const double change = p1[i] - p0[i];
+            const double value = w[0] * p0[6 + i] + w[1] * p0[12 + i] + w[2] * p1[12 + i] + w[3] * p1[6 + i] + w[4] * change;
+            reference[6 * part + i] = part == 0 ? p0[i] + value : value;
+        }
+    }
+    return 1;
+}
+
+/* SafetySupervisor.validated_reference while armed: finite, and a step from the last reference
+ * within max_reference_position_step and max_reference_angle_step (_step_problem). */
+static int step_reference_problem(const double *reference, double t, const double *last, const double *settings)
+{
+    if (!isfinite(t) || !cycle_all_finite(reference, 18)) {
+        return 1;
+    }
+    double step[6];
+    for (int k = 0; k < 6; ++k) {
+        step[k] = reference[k] - last[k];
+    }
+    for (int k = 3; k < 6; ++k) {
+        step[k] = M_PI - cycle_remainder(M_PI - step[k], 2.0 * M_PI); /* wrap_angle_float */
+    }
+    const double position = sqrt(step[0] * step[0] + step[1] * step[1] + step[2] * step[2]);
+    const double angle = sqrt(step[3] * step[3] + step[4] * step[4] + step[5] * step[5]);
+    return position > settings[STEP_MAX_REFERENCE_POSITION_STEP] || angle > settings[STEP_MAX_REFERENCE_ANGLE_STEP];
+}
+
+int hexapod_step_message(void *const *arrays, const unsigned char *data, long size, int answer)
+{
+    double *inputs = arrays[0], *memory = arrays[1], *out = arrays[6];
+    const double *settings = arrays[2], *grid = arrays[9];
+    const int64_t *wire = arrays[7];
+    if (!step_read_message(data, size, wire, arrays[8], inputs)) {
+        return STEP_STATUS_LAYOUT;
+    }
+    const double now = inputs[INPUT_NOW], t = inputs[INPUT_STAMP];
+    double reference[18];
+    if (answer && !step_grid_reference(grid, t, reference)) {
+        return STEP_STATUS_GRID;
+    }
+    const int intake = hexapod_step_intake(inputs, memory, settings);
+    out[OUTPUT_INTAKE] = intake;
+    if (!answer || intake != STEP_STATUS_TAKEN) {
+        return intake;
+    }
+    if (step_reference_problem(reference, t, memory + MEMORY_REFERENCE, settings)) {
+        return STEP_STATUS_REFERENCE;
+    }
+    memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference);
+    inputs[INPUT_REFERENCE_RECEIVED] = now;
+    const int status = hexapod_step_command(inputs, memory, settings, arrays[3], arrays[4], arrays[5], out);
+    if (status != STEP_STATUS_CONTROL) {
+        return status;
+    }
+    memory[MEMORY_REFERENCE_TAKEN] = 1.0;
+    memory[MEMORY_REFERENCE_T] = t;
+    memcpy(memory + MEMORY_REFERENCE, reference, sizeof reference);
+    memory[MEMORY_REFERENCE_RECEIVED] = now;
+    memcpy((unsigned char *)arrays[10] + wire[WIRE_COMMAND], out + OUTPUT_FORCES, 6 * sizeof(double));
+    return STEP_STATUS_CONTROL;
+}
 """
 
 
@@ -570,6 +720,12 @@ def step_source() -> str:
         f"#define WINDOW_HEADER {WINDOW_HEADER}",
         f"#define SENT_ENTRY {SENT_ENTRY}",
         f"#define FLIGHT_CAPACITY {FLIGHT_CAPACITY}",
+        f"#define WIRE_HEADER {len(WIRE_FIELDS)}",
+        f"#define WIRE_RUNS_CAPACITY {WIRE_RUNS}",
+        *(f"#define WIRE_{name.upper()} {index}" for index, name in enumerate(WIRE_FIELDS)),
+        f"#define GRID_HEADER {len(GRID_FIELDS)}",
+        f"#define GRID_KNOT {GRID_KNOT}",
+        *(f"#define GRID_{name.upper()} {index}" for index, name in enumerate(GRID_FIELDS)),
         *_offsets("STEP", STEP_SETTINGS),
         *_offsets("MEMORY", STEP_MEMORY),
         *_offsets("INPUT", STEP_INPUTS),

@@ -38,6 +38,7 @@ from hexapod_control.codegen import control_step
 from hexapod_control.control import compiled_cycle, compiled_prediction, safety, stamp_period
 from hexapod_control.control.controllers import ControlOutput, ControlStatus
 from hexapod_control.control.delay_compensation import STAMP_TOLERANCE, DelayCompensatedController, DelayEstimator
+from hexapod_control.control.trajectories import Reference
 from hexapod_control.errors import CompilationError
 from hexapod_control.model import compiled
 from hexapod_control.model.kinematics import KinematicState
@@ -60,6 +61,7 @@ class StepLibrary:
             self.intake = library["hexapod_step_intake"]
             self.command = library["hexapod_step_command"]
             self.published = library["hexapod_step_published"]
+            self.message = library["hexapod_step_message"]
         except (ValueError, AttributeError) as error:  # a symbol is missing
             raise CompilationError(f"{path} has no compiled step: {error}") from error
         if self.statuses[:3] != ("taken", "repeated", "control"):
@@ -68,7 +70,8 @@ class StepLibrary:
         self.intake.argtypes = [pointer] * 3
         self.command.argtypes = [pointer] * 7
         self.published.argtypes = [pointer, pointer, ctypes.c_double, ctypes.c_double]
-        for function in (self.intake, self.command, self.published):
+        self.message.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_long, ctypes.c_int]
+        for function in (self.intake, self.command, self.published, self.message):
             function.restype = ctypes.c_int
         self.prediction = prediction
         self.cycle = prediction.cycle
@@ -164,9 +167,15 @@ class CompiledStep:
         self.last_phi: np.ndarray | None = None  # passive angles of the last state a finished step measured
         self._cycle_status_at = outputs["cycle_status"].start
         self.owned = False  # True while `memory` is the state of record
+        self._message = library.message
+        self._message_arrays = None  # set by serve_messages
+        self._stamp_at, self._effort_given_at = inputs["stamp"].start, inputs["effort_given"].start
+        self._state_slices = (inputs["q"], inputs["qd"], inputs["effort"])
+        self._reference_slice = inputs["reference"]
+        self._intake_at, self._law_status_at = outputs["intake"].start, outputs["law_status"].start
         self.finished: collections.Counter[str] = collections.Counter()
         self.deferred: collections.Counter[str] = collections.Counter()
-        self._last_output = None
+        self._controlled = False  # a command finished since the memory was packed
 
     # -------------------------------------------------------------- constants
     def _pack_settings(self) -> np.ndarray:
@@ -204,6 +213,8 @@ class CompiledStep:
             "double_loop": float(self._double_loop),
             "law_period": law.period,
             "longest_period": law.valid_rates.longest_period,
+            "max_reference_position_step": settings.max_reference_position_step,
+            "max_reference_angle_step": settings.max_reference_angle_step,
         }
         layout = self.library.settings
         packed = np.full(compiled_cycle.CycleLibrary.size(layout), math.nan)
@@ -264,7 +275,39 @@ class CompiledStep:
         if self._double_loop:
             law_state[18:24] = law.integral
         view("updated_at")[...] = _nan_for_none(law.updated_at)
+        self._controlled = False
+        self._pack_reference()
         self.owned = True
+
+    def _pack_reference(self) -> None:
+        """The supervisor's reference into ``memory``: the last one, which the next message's steps from."""
+        view, received = self._view, self.supervisor.reference
+        view("reference_taken")[...] = 0.0
+        if received is not None:
+            reference = received.reference
+            view("reference_t")[...], view("reference_received")[...] = reference.t, received.received
+            view("reference")[...] = np.concatenate((reference.pose, reference.velocity, reference.acceleration))
+        else:  # none: NaN steps compare false, so the step is not checked, as the supervisor does not check it
+            view("reference")[...] = math.nan
+
+    def _unpack_reference(self) -> None:
+        """The reference a message step took last, if any since the last packing, to the supervisor."""
+        view = self._view
+        if view("reference_taken")[0]:
+            values = view("reference").copy()
+            reference = Reference(float(view("reference_t")[0]), values[:6], values[6:12], values[12:])
+            self.supervisor.reference = safety.ReceivedReference(reference, float(view("reference_received")[0]))
+            view("reference_taken")[...] = 0.0
+
+    def release_reference(self) -> None:
+        """Bring the supervisor's reference up to date (before Python code takes or reads one)."""
+        if self.owned:
+            self._unpack_reference()
+
+    def take_reference(self) -> None:
+        """The supervisor's reference, just taken by the Python code, into ``memory``."""
+        if self.owned:
+            self._pack_reference()
 
     def release(self) -> None:
         """Write ``memory`` back into the Python objects, which become the state of record again."""
@@ -308,10 +351,11 @@ class CompiledStep:
         law_state = view("law_state")
         _unpack_warm_start(law_state, law.kinematic_state)
         law.updated_at = _none_for_nan(view("updated_at")[0])
+        self._unpack_reference()
         if self._double_loop:
             law.integral = law_state[18:24].copy()
-            if self._last_output is not None:
-                law.desired_joint_velocity, law.velocity_error = self._last_output
+            if self._controlled:  # the law's outputs of the last command the C code finished
+                law.desired_joint_velocity, law.velocity_error = (self._out[at].copy() for at in self._loop_slices)
 
     def _view(self, name: str) -> np.ndarray:
         return self.memory[self.library.memory[name]]
@@ -340,14 +384,17 @@ class CompiledStep:
             self._defer(self.library.statuses[code])
             return None
         self.finished["control"] += 1
+        self._controlled = True
+        return self.output(stamp)
+
+    def output(self, stamp: float) -> ControlOutput:
+        """The ControlOutput of the last finished command (a command call's or a message's answer),
+        which answered the state stamped ``stamp``."""
         out = self._out.copy()  # the output's arrays are views of this step's own copy
         forces, saturated, pose, pose_error = (out[at] for at in self._output_slices)
         self.last_phi = out[self._phi_slice]
         position_norm, orientation_norm, law_status, conditioning, constraint, iterations, residual = (
             out[self._output_scalars].tolist())
-        if self._double_loop:
-            command_at, error_at = self._loop_slices
-            self._last_output = (out[command_at], out[error_at])
         status = _LAW_STATUSES[int(law_status)]
         message = ""
         if status == ControlStatus.SATURATED:
@@ -361,6 +408,90 @@ class CompiledStep:
             saturated=saturated != 0.0, jacobian_conditioning=conditioning,
             constraint_conditioning=constraint, fk_iterations=int(iterations), fk_residual=residual,
         )
+
+    # -------------------------------------------------------------- serialized messages
+    def serve_messages(self, wire: np.ndarray, learned: bytes, grid: np.ndarray, command: bytes) -> None:
+        """Take joint states as their bytes (:meth:`message`). ``wire``: their layout, as
+        control_step.WIRE_FIELDS says; ``learned``: the message it was learned from; ``grid``: the
+        reference grid's array (reference_grid.py), read at each stamp; ``command``: a serialized
+        command, whose forces each answer writes in a copy (:attr:`command_bytes`)."""
+        self._wire = np.ascontiguousarray(wire, dtype=np.int64)
+        self._learned = np.frombuffer(bytes(learned), dtype=np.uint8)
+        self._grid = grid
+        self._command_buffer = ctypes.create_string_buffer(bytes(command), len(command))
+        buffers = (self._inputs, self.memory, *self._constants, self._out, self._wire, self._learned, grid)
+        self._message_arrays = (ctypes.c_void_p * 11)(*(buffer.ctypes.data for buffer in buffers),
+                                                      ctypes.addressof(self._command_buffer))
+
+    @property
+    def serving(self) -> bool:
+        return self._message_arrays is not None
+
+    def message(self, now: float, data: bytes, answer: bool) -> str:
+        """Take (``answer``: and answer) a serialized joint state: the status of hexapod_step_message."""
+        if not self.owned:
+            self.take()
+        self._inputs[0] = now
+        status = self.library.statuses[self._message(self._message_arrays, data, len(data), answer)]
+        if status in ("taken", "repeated", "control"):
+            self.finished[status] += 1
+            self._controlled |= status == "control"
+        elif status not in ("layout", "grid"):
+            self._defer(status)
+        return status
+
+    # What an rcl loop in C needs to run the message step itself (ros/native_loop.py).
+    @property
+    def message_arrays(self):
+        return self._message_arrays
+
+    @property
+    def message_address(self) -> int:
+        return ctypes.cast(self._message, ctypes.c_void_p).value
+
+    @property
+    def published_address(self) -> int:
+        return ctypes.cast(self._published, ctypes.c_void_p).value
+
+    @property
+    def command_length(self) -> int:
+        return len(self._command_buffer)
+
+    def served(self, answers: int, taken: int, repeated: int) -> None:
+        """Count the steps an rcl loop in C ran on ``memory`` (which it owned meanwhile)."""
+        self.finished["control"] += answers
+        self.finished["taken"] += taken
+        self.finished["repeated"] += repeated
+        self._controlled |= answers > 0
+
+    def last_valid(self) -> tuple[float, np.ndarray, np.ndarray]:
+        """(stamp, q, qd) of the last valid state the C code took."""
+        view = self._view
+        return float(view("last_valid_stamp")[0]), view("last_valid_q").copy(), view("last_valid_qd").copy()
+
+    @property
+    def command_bytes(self) -> bytes:
+        """The serialized command of the last answer."""
+        return self._command_buffer.raw
+
+    def message_intake(self) -> str:
+        """The intake's status of the last message (which a status other than control left to Python)."""
+        return self.library.statuses[int(self._out[self._intake_at])]
+
+    def message_state(self) -> tuple[float, np.ndarray, np.ndarray, tuple]:
+        """(stamp, q, qd, efforts) of the last message read: efforts () when it had no effort field."""
+        inputs = self._inputs
+        q, qd, effort = (inputs[at].copy() for at in self._state_slices)
+        return float(inputs[self._stamp_at]), q, qd, tuple(effort.tolist()) if inputs[self._effort_given_at] else ()
+
+    def message_reference(self) -> Reference:
+        """The reference the last message was answered against (read off the grid at its stamp)."""
+        values = self._inputs[self._reference_slice].copy()
+        return Reference(float(self._inputs[self._stamp_at]), values[:6], values[6:12], values[12:])
+
+    def law_ok(self) -> bool:
+        """The last finished command's law status was ok (not saturated, not near singular)."""
+        return self._out[self._law_status_at] == 0.0
 
     def published(self, stamp: float, when: float) -> None:
         """DelayCompensatedController.published on ``memory``."""

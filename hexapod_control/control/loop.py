@@ -38,6 +38,14 @@ from hexapod_control.model.hexapod import HexapodModel
 ReferenceSource = Callable[[float], None]
 
 
+class Serialized(enum.Enum):
+    """What :meth:`ControlLoop.serialized_joint_state` did with a joint state's bytes."""
+
+    UNREAD = "unread"  # nothing: read the message and pass it to joint_state (or judge)
+    ANSWERED = "answered"  # the compiled step answered it: publish ControlLoop.command_bytes
+    DONE = "done"  # taken (a superseded state judged) or a repeat: nothing to publish
+
+
 class Level(enum.IntEnum):
     """diagnostic_msgs/DiagnosticStatus levels (the same numbers)."""
 
@@ -101,6 +109,10 @@ class DiagnosticThrottle:
         self._last_key: tuple[Level, str] | None = None
         self._last_time = -math.inf
 
+    def next_due(self, level: Level, message: str) -> float:
+        """When a status of (level, message) is next due (-inf: at once, it is a change)."""
+        return self._last_time + self.period if (level, message) == self._last_key else -math.inf
+
     def due(self, now: float, level: Level, message: str) -> bool:
         key = (level, message)
         if key == self._last_key and 0.0 <= now - self._last_time < self.period:
@@ -137,7 +149,9 @@ class ControlLoop:
         self.arm_on_start = arm_on_start
         self.throttle = DiagnosticThrottle(parameters.safety.diagnostics_period)
         self.pose_state = model.create_state()
-        self.last_decision: Decision | None = None
+        self._last_decision: Decision | None = None
+        self._decision_in_step = False  # the last decision is the compiled step's last answer (built when read)
+        self._answered_stamp = math.nan  # the stamp of that answer
         self.last_reference_stamp: float | None = None
         self.last_arm: tuple[bool, str] | None = None  # the answer to the last arm request
         self._names = (list(self.joint_names), tuple(self.joint_names))  # a message's names as they usually come
@@ -156,6 +170,21 @@ class ControlLoop:
         return "python" if self._step is None else "c"
 
     @property
+    def last_decision(self) -> Decision | None:
+        """The decision last made (of a joint state or a watchdog)."""
+        if self._decision_in_step:
+            self._decision_in_step = False
+            output = self._step.output(self._answered_stamp)
+            self._last_decision = Decision(output.forces, Action.CONTROL, SupervisorState.ARMED, "", output,
+                                           output.saturated)
+        return self._last_decision
+
+    @last_decision.setter
+    def last_decision(self, decision: Decision | None) -> None:
+        self._decision_in_step = False
+        self._last_decision = decision
+
+    @property
     def compiled_step(self) -> compiled_step.CompiledStep | None:
         """The compiled step in use (its counts of finished and deferred calls), None for Python."""
         return self._step
@@ -168,9 +197,11 @@ class ControlLoop:
     # -------------------------------------------------------------- inputs
     def reference(self, now: float, stamp: float, point: ReferencePoint | None, error: str = "") -> bool:
         """Take a reference in message form (or the reason a message was malformed); returns validity."""
+        self._release_reference()
         valid = self.supervisor.reference_point(now, stamp, point, error)
         if valid:
             self.last_reference_stamp = stamp
+            self._take_reference()
         return valid
 
     def reference_sample(self, now: float, reference: Reference) -> bool:
@@ -199,10 +230,26 @@ class ControlLoop:
 
     def validated_reference(self, now: float, reference: Reference) -> bool:
         """Take a sample of a source validated when it changed (see SafetySupervisor.validated_reference)."""
+        self._release_reference()
         valid = self.supervisor.validated_reference(now, reference)
         if valid:
             self.last_reference_stamp = reference.t
+            self._take_reference()
         return valid
+
+    def current_reference(self) -> Reference | None:
+        """The reference taken last (a Reference; None before any), by the compiled step or not."""
+        self._release_reference()
+        received = self.supervisor.reference
+        return received.reference if received is not None else None
+
+    def _release_reference(self) -> None:
+        if self._step is not None:
+            self._step.release_reference()
+
+    def _take_reference(self) -> None:
+        if self._step is not None:
+            self._step.take_reference()
 
     def joint_state(self, now: float, stamp: float, names, positions, velocities,
                     steady: float | None = None, reference_source: ReferenceSource | None = None,
@@ -340,6 +387,110 @@ class ControlLoop:
         else:
             self.controller.published(stamp, when)
 
+    # -------------------------------------------------------------- serialized joint states
+    def serve_serialized(self, wire: np.ndarray, learned: bytes, grid: np.ndarray, command: bytes) -> bool:
+        """Let the compiled step take joint states as bytes (:meth:`serialized_joint_state`); False when
+        the steps run in Python. The arguments are CompiledStep.serve_messages's: the layout learned
+        from ``learned`` (a node's wire reader), the player's reference grid, a serialized command."""
+        if self._step is None:
+            return False
+        self._step.serve_messages(wire, learned, grid, command)
+        return True
+
+    @property
+    def command_bytes(self) -> bytes:
+        """The serialized command of the last ANSWERED joint state."""
+        return self._step.command_bytes
+
+    def serialized_joint_state(self, now: float, data: bytes, steady: float | None = None, answer: bool = True,
+                               extend_reference: Callable[[float], None] | None = None,
+                               reference_source: ReferenceSource | None = None) -> Serialized | StepRecord:
+        """Take a joint state as its bytes, in one C call while tracking: ``answer`` it (ANSWERED: its
+        command is :attr:`command_bytes`; DONE: a repeat), or only judge it (DONE) as :meth:`judge`.
+
+        UNREAD: nothing was done; read the message and pass it to :meth:`joint_state` (or judge):
+        not tracking, another layout, or a state the supervisor's own intake is to judge. A state
+        the compiled intake took but whose command it left to Python is answered here by the Python
+        objects, as :meth:`joint_state` would (the StepRecord). ``extend_reference(stamp)``: have the
+        reference grid hold the knots around the stamp (the player samples its source);
+        ``reference_source``: as for :meth:`joint_state`.
+        """
+        step = self._step
+        if not self._serves_bytes():
+            return Serialized.UNREAD
+        status = step.message(now, data, answer)
+        if status == "grid" and extend_reference is not None:
+            extend_reference(step.message_state()[0])
+            status = step.message(now, data, answer)
+        return self.after_message(status, now, steady, reference_source)
+
+    def after_message(self, status: str, now: float, steady: float | None = None,
+                      reference_source: ReferenceSource | None = None) -> Serialized | StepRecord:
+        """What :meth:`serialized_joint_state` returns for the compiled step's ``status`` of the message
+        it read last (also of one an rcl loop in C left to Python, ros/native_loop.py)."""
+        step = self._step
+        if status in ("layout", "grid"):
+            return Serialized.UNREAD
+        if status == "repeated":
+            self._mirror(now, None)
+            return Serialized.DONE
+        if status != "control" and step.message_intake() != "taken":
+            return Serialized.UNREAD  # the supervisor's intake judges it (nothing was changed)
+        stamp, q, qd, efforts = step.message_state()
+        self._mirror(now, Feedback(stamp=stamp, received=now, q=q, qd=qd), steady)
+        if status == "taken":
+            return Serialized.DONE
+        if status == "control":
+            self.last_reference_stamp = self._answered_stamp = stamp
+            self._decision_in_step = True
+            return Serialized.ANSWERED
+        step.release()  # taken in C, decided by the Python objects from here
+        return self._answer(now, stamp, self._names[0], reference_source, efforts, compiled=False)
+
+    def ready_for_c(self) -> bool:
+        """Whether an rcl loop in C may run the compiled step on the bytes now (tracking, past the
+        arming ramp, serving bytes); the step's memory is then the state of record."""
+        if not self._serves_bytes():
+            return False
+        if not self._step.owned:
+            self._step.take()
+        return True
+
+    def _serves_bytes(self) -> bool:
+        """Serving bytes (serve_serialized), tracking and past the arming ramp: the steps the message
+        step may finish (it reads the stream's reference, without the ramp's offset)."""
+        step = self._step
+        return step is not None and step.serving and self._tracking() and self.supervisor.ramp is None
+
+    def tracking_status_due(self) -> float:
+        """When the next diagnostics status of a tracking answer is due (-inf: at the next answer)."""
+        return self.throttle.next_due(Level.OK, "tracking")
+
+    def served_in_c(self, answers: int, taken: int, repeated: int, message_now: float, taken_now: float,
+                    taken_steady: float, last_answered: float) -> None:
+        """Account for the messages an rcl loop in C took through the compiled step (ros/native_loop.py):
+        ``answers`` answered (the last stamped ``last_answered``), ``taken`` judged valid, ``repeated``
+        repeats; the supervisor's fields then read as if this loop had taken them (NaN: none taken)."""
+        step, supervisor = self._step, self.supervisor
+        step.served(answers, taken, repeated)
+        supervisor.repeated_joint_states += repeated
+        if not math.isnan(message_now):
+            supervisor.last_feedback_time = message_now
+        if not math.isnan(taken_now):
+            stamp, q, qd = step.last_valid()
+            self._mirror(taken_now, Feedback(stamp=stamp, received=taken_now, q=q, qd=qd), taken_steady)
+        if answers:
+            self.last_reference_stamp = self._answered_stamp = last_answered
+            self._decision_in_step = True
+
+    def answered_in_step(self) -> tuple[StepRecord, Reference]:
+        """The record of the joint state just ANSWERED by :meth:`serialized_joint_state`, and the
+        reference it was answered against (for the outputs a node sends now and then)."""
+        decision, feedback = self.last_decision, self.supervisor.feedback
+        record = StepRecord(feedback.stamp, feedback.q, feedback.qd, decision.control.pose, decision, None,
+                            phi=self._step.last_phi)
+        return record, self._step.message_reference()
+
     def judge(self, now: float, stamp: float, names, positions, velocities, steady: float | None = None) -> None:
         """Validate a joint state that will not be answered (a newer one waits): it counts and latches
         as any other (safety.py), and a valid one is a spacing of the rate and the next motion check's
@@ -378,7 +529,10 @@ class ControlLoop:
     # -------------------------------------------------------------- diagnostics
     def diagnostic(self, now: float, force: bool = False) -> DiagnosticStatus | None:
         """The status of the last decision when due (or ``force``), else None."""
-        level, message = grade(self.last_decision, self.supervisor)
+        if self._decision_in_step and self._step.law_ok():  # what grade() says of it, without building it
+            level, message = Level.OK, "tracking"
+        else:
+            level, message = grade(self.last_decision, self.supervisor)
         if not self.throttle.due(now, level, message) and not force:
             return None
         return DiagnosticStatus(level, message, self.status_values())
@@ -405,4 +559,6 @@ class ControlLoop:
             "invalid_references": supervisor.invalid_references,
             "faults": supervisor.faults,
             "last_error": supervisor.last_error,
+            # The answers the compiled step finished (compiled_step.py); every other one ran the Python objects.
+            "compiled_answers": self._step.finished["control"] if self._step is not None else 0,
         }

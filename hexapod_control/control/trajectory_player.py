@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hexapod_control.control.reference_grid import ReferenceGrid
 from hexapod_control.control.trajectories import (
     TRAJECTORY_NAMES,
     HoldTrajectory,
@@ -25,6 +26,8 @@ from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
 
 TRAJECTORY_CHOICES = (*TRAJECTORY_NAMES, "hold")
+# Knots of the reference grid kept: the two around the newest stamp and a few periods before it.
+GRID_KNOTS = 8
 
 
 class MoveThenTrajectory:
@@ -47,6 +50,9 @@ class TrajectoryPlayer:
     hold follows the measured pose (:meth:`measured` with ``follow``), so that arming starts where
     the platform is and a move started then is the only motion. A source that fails to sample is
     replaced by a hold at the last good reference.
+
+    The active source is sampled on a grid of ``trajectories.sample_period`` from its start and
+    interpolated at each time asked (:class:`ReferenceGrid`, whose knots the compiled step reads).
     """
 
     def __init__(self, model: HexapodModel, trajectory_name: str):
@@ -64,10 +70,12 @@ class TrajectoryPlayer:
         self.measured_pose: np.ndarray | None = None
         self.changes = 0  # how many times the active source changed
         self._holding_measured = False  # the active source is the hold at a measured pose
+        self.grid = ReferenceGrid(model.parameters.trajectories.sample_period, GRID_KNOTS)
 
     # -------------------------------------------------------------- changes
     def activate(self, source, now: float, description: str) -> str:
         self.active, self.origin, self.description = source, now, description
+        self.grid.reset(source, now)
         self._holding_measured = False
         self.changes += 1
         return description
@@ -86,6 +94,7 @@ class TrajectoryPlayer:
             self._holding_measured = True
         elif follow and self._holding_measured:
             self.active.pose = self.measured_pose.copy()
+            self.grid.reset(self.active, self.origin)
 
     def current_pose(self) -> np.ndarray | None:
         """Where a new motion starts: the current reference, else the measured pose."""
@@ -122,18 +131,29 @@ class TrajectoryPlayer:
         return self.activate(HoldTrajectory(pose), now, "hold at the current reference (stopped)")
 
     # -------------------------------------------------------------- sampling
+    def extend(self, now: float) -> bool:
+        """Have the grid hold the knots around ``now`` (for the compiled step, which reads them); False
+        when the source fails to sample there, which :meth:`sample` then reports and replaces."""
+        if self.active is None:
+            return False
+        try:
+            self.grid.extend(now)
+        except (HexapodError, ValueError):
+            return False
+        return True
+
     def sample(self, now: float) -> tuple[Reference | None, str]:
         """The reference at ``now`` (stamped ``now``) and, when the source failed, why ('' else)."""
         if self.active is None:
             return None, ""
         try:
-            sample = self.active.sample(now - self.origin)
+            self.last_reference = self.grid.sample(now)
         except (HexapodError, ValueError) as error:
             pose = self.current_pose()
             self.active = HoldTrajectory(pose) if pose is not None else None
+            self.grid.reset(self.active, self.origin)
             failure = f"{self.description} failed to sample: {error}; holding"
             self.description = "hold after a trajectory failure"
             self.changes += 1
             return None, failure
-        self.last_reference = Reference(now, sample.pose, sample.velocity, sample.acceleration)
         return self.last_reference, ""

@@ -145,7 +145,7 @@ def library_path(sources: Sequence[bytes], compiler: Sequence[str], cache_dir: P
 
 
 @contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
+def exclusive(lock_path: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``lock_path`` (created if needed; kept, as removing it would race)."""
     with open(lock_path, "a") as lock:
         if fcntl is not None:
@@ -175,7 +175,7 @@ def compile_library(
         raise CompilationError(f"no C compiler: {' '.join(compiler) or '(empty CC)'} not found")
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        with _exclusive(target.with_name(target.name + ".lock")):
+        with exclusive(target.with_name(target.name + ".lock")):
             if target.is_file():  # compiled by another process while this one waited
                 return target, False
             return target, _compile_to(target, [str(path) for path in source_files], sources, compiler)

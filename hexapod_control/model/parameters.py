@@ -312,6 +312,10 @@ class TrajectorySettings(_Section):
     joint_space: JointSpaceSettings
     move: MoveSettings
     excitation: ExcitationSettings
+    sample_period: Positive = Field(
+        description="the robot stack samples its trajectory every this many seconds and interpolates "
+                    "between (quintic Hermite) at each joint state's stamp [s]",
+    )
 
 
 # ------------------------------------------------------------------------------------------ controllers

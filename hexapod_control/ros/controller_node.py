@@ -138,8 +138,11 @@ class ControllerNode(HexapodNode):
         record = self.control.joint_state(now, stamp, state.names, state.positions, state.velocities,
                                           steady=time.monotonic(), reference_source=self.reference_source,
                                           efforts=state.efforts)
-        if record is None:
-            return  # a copy (e.g. a lockstep simulator's resend) or out of order: answered already
+        if record is not None:  # else a copy (e.g. a lockstep simulator's resend) or out of order: answered already
+            self._answered(now, stamp, record, arming_on_start)
+
+    def _answered(self, now: float, stamp: float, record, arming_on_start: bool = False) -> None:
+        """Publish the answer to the state stamped ``stamp`` and what follows it."""
         if record.error:
             self.get_logger().error(record.error, throttle_duration_sec=1.0)
         if arming_on_start and not self.control.arm_on_start:

@@ -30,7 +30,7 @@ Diagnostics those of the controller node, plus the executor, the superseded join
             latency from a joint state's stamp to its command's publication (median, p99, max
             since the last status; NaN under use_sim_time, where stamps are not wall-clock times).
 
-Executor (parameter ``executor``). ``wait_set`` (default): the joint states wait alone in a wait
+Executor (parameter ``executor``). ``wait_set``: the joint states wait alone in a wait
 set of their own (:mod:`hexapod_control.ros.wait_set_loop`) and the watchdog checks run in that
 loop at ``safety.watchdog_period``; services, parameters and the diagnostics timer are served by
 polling the executor every ``SERVICE_POLL_PERIOD_S``, each poll starting no callback after
@@ -38,9 +38,16 @@ polling the executor every ``SERVICE_POLL_PERIOD_S``, each poll starting no call
 that budget plus one callback. When the loop falls behind, only the newest waiting joint state is
 answered; the older ones are counted as ``superseded_joint_states`` (an answer to them would be
 overwritten at once) and judged all the same: a bad one counts and latches, a good one is a
-spacing of the measured rate (control/safety.py). ``single_threaded``: rclpy's SingleThreadedExecutor
-runs everything, as in the controller node. ``events``: rclpy's EventsExecutor (experimental).
-What each costs is measured by benchmarks/bench_loop.py (doc/benchmarks.md).
+spacing of the measured rate (control/safety.py). While tracking, each message's bytes go to the
+compiled step in one C call (ControlLoop.serialized_joint_state: the reference read off the
+player's grid at the stamp, the command's bytes written). ``native`` (default): the same loop,
+where while tracking an rcl loop in C (:mod:`hexapod_control.ros.native_loop`) also waits, takes
+and publishes, so that no Python runs per joint state; it returns to this loop at each deadline,
+for any message the compiled step does not finish, and for the diagnostics and decimated outputs
+when due (``wait_set`` where it cannot be built). ``single_threaded``: rclpy's
+SingleThreadedExecutor runs everything, as in the controller node. ``events``: rclpy's
+EventsExecutor (experimental). What each costs is measured by benchmarks/bench_loop.py
+(doc/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
+from hexapod_control.control.loop import Serialized
 from hexapod_control.control.safety import SupervisorState
 from hexapod_control.control.trajectory_player import TRAJECTORY_CHOICES, TrajectoryPlayer
 from hexapod_control.conventions import TOPICS, check_frame, reference_point_from_euler
@@ -80,13 +88,15 @@ from hexapod_control.ros.common import (
     use_realtime_priority,
 )
 from hexapod_control.ros.controller_node import ControllerNode
+from hexapod_control.ros.native_loop import RclLoop, build
 from hexapod_control.ros.timing_log import LatencyWindow, TimingLog
 from hexapod_control.ros.wait_set_loop import WaitSetLoop
-from hexapod_control.ros.wire import JointStateFields, JointStateWire
+from hexapod_control.ros.wire import JointStateFields, JointStateWire, float64_array_message
 
 NODE_NAME = "hexapod_robot_stack"
 DEFAULT_PUBLISH_RATE_HZ = 50.0  # decimated outputs: enough for RViz and plots, negligible CPU
-EXECUTORS = ("wait_set", "single_threaded", "events")
+EXECUTORS = ("native", "wait_set", "single_threaded", "events")
+OWN_LOOPS = ("native", "wait_set")  # the joint states in a loop of their own, not in an rclpy executor
 # Services, parameters and the diagnostics timer wait at most this long [s] for the executor's poll.
 SERVICE_POLL_PERIOD_S = 0.01
 # A poll starts no callback after this [s]: with the one callback running then, the most any rate
@@ -94,6 +104,9 @@ SERVICE_POLL_PERIOD_S = 0.01
 # the longest callback, is a few periods).
 SERVICE_POLL_BUDGET_S = 0.0001
 EVENTS_SPIN_TIMEOUT_S = 0.1  # the events executor's wait; its loop checks for shutdown in between
+# Knots of the reference grid kept ahead of the latest stamp before the rcl loop in C runs: it reads
+# them, and asks Python for more only when a stamp outruns them.
+GRID_AHEAD_KNOTS = 4
 
 
 class RobotStackNode(ControllerNode):
@@ -131,23 +144,37 @@ class RobotStackNode(ControllerNode):
                                     ("answer_stamps", "publish_times"))
         self.latencies = LatencyWindow()  # stamp -> command published, for /diagnostics
         self._wall_clock = not self.get_parameter("use_sim_time").value  # stamps comparable with time.time()
-        self.executor_choice = declare_choice(self, "executor", EXECUTORS[0], EXECUTORS,
-                                              "wait_set: the joint states in a loop of their own; or an rclpy executor")
+        self.executor_choice = declare_choice(
+            self, "executor", EXECUTORS[0], EXECUTORS,
+            "native: the joint states in a loop of their own, served in C while tracking; wait_set: the same "
+            "loop in Python; or an rclpy executor")
         self.superseded_joint_states = 0
+        self.rcl_loop_answers = 0  # answers the rcl loop in C published
         self.realtime_priority = declare_realtime_priority(self, CONTROL_LOOP_PRIORITY)
-        if self.executor_choice != "wait_set":
+        self._serving: bool | None = False  # the compiled step takes the bytes (None: not tried yet)
+        self._decimated_open = False  # a decimated publication has outputs left to send
+        if self.executor_choice not in OWN_LOOPS:
             super()._create_loop(watchdog_period)
             return
         self.watchdog_period = watchdog_period
         self._next_watchdog = time.monotonic() + watchdog_period
         self.wire = JointStateWire(self.names.joint_names)
+        self._serving = None  # the wait-set loop reads bytes: tried once a layout is learned
+        self._served_layout = None
         self.loop = WaitSetLoop(self, JointState, TOPICS["joint_states"], RELIABLE_QOS, self._on_joint_states,
                                 lambda: self._next_watchdog, self._on_watchdogs, SERVICE_POLL_PERIOD_S,
-                                SERVICE_POLL_BUDGET_S, raw=True)
+                                SERVICE_POLL_BUDGET_S, raw=True, serve=self._serve_in_c)
+        self._rcl_loop: RclLoop | None = None
+        self._rcl_function = None
+        if self.executor_choice == "native":
+            self._rcl_function = build() if self._wall_clock else "the stamps are simulated time (use_sim_time)"
+        if isinstance(self._rcl_function, str):
+            self.get_logger().warning(f"joint states served in Python, not by the rcl loop in C: {self._rcl_function}")
+            self._rcl_function = None
 
     def spin(self, executor) -> None:
         use_realtime_priority(self, self.realtime_priority)
-        if self.executor_choice == "wait_set":
+        if self.executor_choice in OWN_LOOPS:
             self.loop.spin(executor)
         elif self.executor_choice == "events":
             executor.remove_node(self)
@@ -164,15 +191,108 @@ class RobotStackNode(ControllerNode):
 
     # -------------------------------------------------------------- hot path
     def _on_joint_states(self, messages: list[bytes]) -> None:
-        """The serialized joint states taken at one wake: the newest answered, the others judged."""
+        """The serialized joint states taken at one wake: the newest answered, the others judged.
+
+        While tracking, the compiled step takes each one's bytes and answers with the command's
+        (ControlLoop.serialized_joint_state); the rest is read and run as usual."""
         self.superseded_joint_states += len(messages) - 1
         for message in messages[:-1]:
+            if self._serialized(message, answer=False) is Serialized.UNREAD:
+                fields = self._fields(message)
+                if fields is not None:
+                    self._judge_joint_state(fields)
+        message = messages[-1]
+        result = self._serialized(message, answer=True)
+        if result is Serialized.ANSWERED:
+            self._answered_in_step()
+        elif result is Serialized.UNREAD:
             fields = self._fields(message)
             if fields is not None:
-                self._judge_joint_state(fields)
-        fields = self._fields(messages[-1])
-        if fields is not None:
-            self._answer_joint_state(fields)
+                self._answer_joint_state(fields)
+        elif result is not Serialized.DONE:  # taken in C, answered by the Python objects
+            self._answered(self._serialized_at, result.t, result)
+        if self._serving is not False and self.wire.last_read is not self._served_layout:
+            self._serving = self._serve_serialized()  # the first layout read, or the driver's changed
+
+    def _serialized(self, data: bytes, answer: bool):
+        if not self._serving:
+            return Serialized.UNREAD
+        self._serialized_at = now = seconds(self)
+        return self.control.serialized_joint_state(now, data, time.monotonic(), answer, self.player.extend,
+                                                   self.reference_source)
+
+    def _serve_serialized(self) -> bool | None:
+        """Hand the compiled step the layout of the joint state read last (None: none it can take);
+        False when the steps run in Python."""
+        command, offset = float64_array_message(len(self.names.joint_names))
+        self._served_layout = self.wire.last_read
+        layout = self.wire.native_layout(offset)
+        if layout is None:
+            return None
+        return self.control.serve_serialized(*layout, self.player.grid.array, command)
+
+    def _answered_in_step(self) -> None:
+        """Publish the compiled step's command, as _answered publishes the Python objects' answer."""
+        stamp = self.supervisor.feedback.stamp
+        self.timing_log.record("answer_stamps", stamp)
+        self.timing_log.record("publish_times", time.time())
+        self.command_publisher.publish(self.control.command_bytes)
+        self.commands_published += 1
+        self.control.published(stamp, seconds(self))
+        if self._wall_clock:
+            self.latencies.add(time.time() - stamp)
+        self._after_answer_in_step(stamp, self._serialized_at)
+
+    def _after_answer_in_step(self, stamp: float, now: float) -> None:
+        """The diagnostics status and the decimated outputs after an answer of the compiled step."""
+        status = self.control.diagnostic(now)
+        if status is not None:
+            self._publish_status(now, status)
+        if stamp >= self._next_publication:  # armed: no measured pose for the player to follow
+            self._publish_decimated(stamp, *self.control.answered_in_step())
+        else:
+            self._decimated_open = next(self._decimated, self) is not self
+
+    # -------------------------------------------------------------- the rcl loop in C
+    def _serve_in_c(self, until: float) -> bool:
+        """Serve the joint states from the rcl loop in C until the monotonic ``until`` or until it
+        returns for Python's work (ros/native_loop.py); False when it cannot run now (not tracking,
+        no library, bytes not served), and the wait-set loop waits instead."""
+        if self._rcl_function is None or not self._serving or not self.control.ready_for_c():
+            return False
+        if self._rcl_loop is None or self._rcl_loop.step is not self.control.compiled_step:
+            self._rcl_loop = RclLoop(self._rcl_function, self.context, self.loop.subscription,
+                                     self.command_publisher, self.control.compiled_step)
+        self.player.extend(self.supervisor.last_stamp + GRID_AHEAD_KNOTS * self.player.grid.period)
+        served = self._rcl_loop.run(until, self.control.tracking_status_due(), self._next_publication,
+                                    1 if self._decimated_open else 0)
+        self.superseded_joint_states += served.superseded
+        self.control.served_in_c(served.answers, served.taken, served.repeated, served.message_now, served.taken_now,
+                                 served.taken_steady, served.last_answered)
+        self.commands_published += served.answers
+        self.rcl_loop_answers += served.answers
+        for stamp, published, latency in served.log.tolist():
+            self.timing_log.record("answer_stamps", stamp)
+            self.timing_log.record("publish_times", published)
+            self.latencies.add(latency)
+        if served.reason == "answered":
+            self._after_answer_in_step(served.last_answered, served.taken_now)
+        elif served.reason == "pending":
+            self._on_pending(served)
+        return True
+
+    def _on_pending(self, served) -> None:
+        """The messages the C loop left: an answer its compiled step took but did not finish goes on in
+        the Python objects; any other is taken as at a wake of the wait-set loop."""
+        if served.pending_answer:
+            status = self.control.compiled_step.library.statuses[served.pending_status]
+            result = self.control.after_message(status, served.pending_now, served.pending_steady,
+                                                self.reference_source)
+            if result is not Serialized.UNREAD:
+                if result is not Serialized.DONE:
+                    self._answered(served.pending_now, result.t, result)
+                return
+        self._on_joint_states(served.pending)
 
     def _fields(self, data: bytes) -> JointStateFields | None:
         """Read at the layout's offsets (ros/wire.py), or deserialized in full when it has none; None
@@ -199,7 +319,7 @@ class RobotStackNode(ControllerNode):
 
     def _publish_status(self, now: float, status) -> None:
         values = {**status.values, "executor": self.executor_choice, "superseded_joint_states": self.superseded_joint_states,
-                  **self.latencies.report()}
+                  "rcl_loop_answers": self.rcl_loop_answers, **self.latencies.report()}
         self.diagnostics.publish(now, status.level, status.message, values)
 
     def destroy_node(self) -> None:
@@ -209,6 +329,8 @@ class RobotStackNode(ControllerNode):
 
     def _reference_for(self, stamp: float) -> None:
         """The trajectory sample at the stamp of a state that will be answered (and only of such a one)."""
+        if self._serving:  # the compiled step took references the player did not sample
+            self.player.last_reference = self.control.current_reference() or self.player.last_reference
         if self._autostart:
             self._autostart = False  # at the first joint state: the trajectory's t = 0 is its stamp
             self.player.start(stamp, autostart=True)
@@ -224,11 +346,16 @@ class RobotStackNode(ControllerNode):
         if record.pose is not None:  # the hold before anything is started, where the platform is until armed
             self.player.measured(record.pose, stamp, follow=self.supervisor.state != SupervisorState.ARMED)
         if stamp >= self._next_publication:
-            self._next_publication = stamp + self.publish_period
-            for _ in self._decimated:  # what is left of the previous publication goes out first
-                pass
-            self._decimated = self._decimated_outputs(stamp, record, self._reference)
-        next(self._decimated, None)
+            self._publish_decimated(stamp, record, self._reference)
+        else:
+            self._decimated_open = next(self._decimated, self) is not self
+
+    def _publish_decimated(self, stamp: float, record, reference) -> None:
+        self._next_publication = stamp + self.publish_period
+        for _ in self._decimated:  # what is left of the previous publication goes out first
+            pass
+        self._decimated = self._decimated_outputs(stamp, record, reference)
+        self._decimated_open = next(self._decimated, self) is not self
 
     def _decimated_outputs(self, stamp: float, record, reference) -> Iterator[None]:
         """Pose, reference and twist of the state stamped ``stamp``, one per answered state from this
@@ -272,7 +399,9 @@ class RobotStackNode(ControllerNode):
             self.get_logger().error(f"goal pose rejected: {error}")
 
     def _latest_stamp(self) -> float:
-        """The player runs on joint-state stamps: a change starts at the latest one taken."""
+        """The player runs on joint-state stamps: a change starts at the latest one taken, from the
+        latest reference taken (which the compiled step may have taken without the player)."""
+        self.player.last_reference = self.control.current_reference() or self.player.last_reference
         feedback = self.supervisor.feedback
         if feedback is None:
             raise InvalidInputError("no joint state received yet")

@@ -55,12 +55,16 @@ class WaitSetLoop:
     ``deadline()`` is the next monotonic time ``on_deadline(now)`` is due. ``poll_period`` [s]:
     how often the executor's ready callbacks are run; ``poll_budget`` [s]: after how long a poll
     starts no further callback (by default it runs every one that is ready); ``raw``: the messages
-    are taken serialized (bytes), for an owner that reads them itself (ros/wire.py).
+    are taken serialized (bytes), for an owner that reads them itself (ros/wire.py). ``serve(until)``:
+    asked before each wait whether the owner serves the subscription itself until the monotonic
+    time ``until`` or until it needs this loop (the robot stack's rcl loop in C, ros/native_loop.py);
+    it returns True when it did, False to let this loop wait.
     """
 
     def __init__(self, node, message_type, topic: str, qos, on_messages: Callable[[list], None],
                  deadline: Callable[[], float], on_deadline: Callable[[float], None], poll_period: float,
-                 poll_budget: float = math.inf, raw: bool = False):
+                 poll_budget: float = math.inf, raw: bool = False,
+                 serve: Callable[[float], bool] | None = None):
         self.node = node
         # The executor never runs this callback (OwnLoopGroup); rclpy requires one.
         self.subscription = node.create_subscription(message_type, topic, lambda message: on_messages([message]), qos,
@@ -70,6 +74,7 @@ class WaitSetLoop:
         self.on_deadline = on_deadline
         self.poll_period = poll_period
         self.poll_budget = poll_budget
+        self.serve = serve
 
     def spin(self, executor: Executor) -> None:
         """Run until the context shuts down (Ctrl-C, SIGTERM or rclpy.shutdown)."""
@@ -90,13 +95,14 @@ class WaitSetLoop:
                         poll(executor, now + self.poll_budget)
                         next_poll = now + self.poll_period
                     wait_until = min(self.deadline(), next_poll)
-                    wait_set.clear_entities()
-                    wait_set.add_subscription(subscription.handle)
-                    wait_set.wait(max(int((wait_until - time.monotonic()) * NANOSECONDS), 0))
-                    if wait_set.is_ready("subscription", 0):
-                        messages = self._take_all()
-                        if messages:
-                            self.on_messages(messages)
+                    if self.serve is None or not self.serve(wait_until):
+                        wait_set.clear_entities()
+                        wait_set.add_subscription(subscription.handle)
+                        wait_set.wait(max(int((wait_until - time.monotonic()) * NANOSECONDS), 0))
+                        if wait_set.is_ready("subscription", 0):
+                            messages = self._take_all()
+                            if messages:
+                                self.on_messages(messages)
                     now = time.monotonic()
                     if now >= self.deadline():
                         self.on_deadline(now)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, Sequence
 
+import numpy as np
+
 from hexapod_control.bags.cdr import (
     CDR_LITTLE_ENDIAN,
     ENCAPSULATION,
@@ -29,6 +31,7 @@ from hexapod_control.bags.cdr import (
     TemplateEncoder,
     joint_state_layout,
 )
+from hexapod_control.codegen.control_step import WIRE_FIELDS, WIRE_RUNS
 from hexapod_control.conventions import time_from_stamp
 
 # A JointState of six joints with a short frame_id is a few hundred bytes; one this large is not
@@ -68,6 +71,20 @@ class _Shape:
                         for name, (_, count) in layout.float64.items()}
         self.offsets = {name: offset for name, (offset, _) in layout.float64.items()}
 
+    def native_layout(self, command_offset: int) -> tuple[np.ndarray, bytes] | None:
+        """This readable layout as the compiled step reads it (control_step.WIRE_FIELDS, int64) and
+        bytes with its layout-fixing values; None when it has more runs than the C code takes."""
+        if len(self.runs) > WIRE_RUNS:
+            return None
+        effort = self.offsets["effort"] if self.numbers["effort"] is not None else -1
+        header = dict(size=self.size, stamp=self.stamp, position=self.offsets["position"],
+                      velocity=self.offsets["velocity"], effort=effort, command=command_offset, runs=len(self.runs))
+        wire = [header[name] for name in WIRE_FIELDS] + [bound for start, stop, _ in self.runs for bound in (start, stop)]
+        learned = bytearray(self.size)
+        for start, stop, expected in self.runs:
+            learned[start:stop] = expected
+        return np.array(wire, dtype=np.int64), bytes(learned)
+
     def fits(self, data: bytes) -> bool:
         return len(data) == self.size and all(data[start:stop] == expected for start, stop, expected in self.runs)
 
@@ -94,12 +111,21 @@ class JointStateWire:
     def __init__(self, joint_names: Sequence[str]):
         self.joint_names = tuple(joint_names)
         self._shapes: list[_Shape] = []
+        self.last_read: _Shape | None = None  # the layout of the last message read here
 
     def read(self, data: bytes) -> JointStateFields | None:
         """The fields of one serialized message, or None when it has no learned or learnable layout
         (then deserialize it in full: the caller's validation judges it)."""
         shape = next((shape for shape in self._shapes if shape.fits(data)), None) or self._learn(data)
-        return self._fields(shape, data) if shape is not None and shape.readable else None
+        if shape is None or not shape.readable:
+            return None
+        self.last_read = shape
+        return self._fields(shape, data)
+
+    def native_layout(self, command_offset: int) -> tuple[np.ndarray, bytes] | None:
+        """The layout of the last message read here, for the compiled step (_Shape.native_layout); None
+        before one (or when the C code cannot take it)."""
+        return self.last_read.native_layout(command_offset) if self.last_read is not None else None
 
     def _learn(self, data: bytes) -> _Shape | None:
         """The layout of a message that fits none kept; kept too when there is room, also one that is
@@ -146,3 +172,14 @@ class JointStateWriter:
     def message(self, stamp_nanoseconds: int, positions, velocities, efforts) -> bytes:
         """The serialized message stamped ``stamp_nanoseconds`` (ROS time) with these values."""
         return self._encoder.encode((stamp_nanoseconds,), positions, velocities, efforts)
+
+
+def float64_array_message(count: int) -> tuple[bytes, int]:
+    """A serialized std_msgs/Float64MultiArray of ``count`` zeros with an empty layout (how a
+    ros2_control forward command controller reads it), and the offset of its first value. CDR: the
+    encapsulation, the layout's empty dim sequence and its data_offset, the data's length, then
+    the values aligned to 8 bytes from the end of the encapsulation."""
+    body = struct.pack("<III", 0, 0, count)
+    padding = -len(body) % 8
+    offset = ENCAPSULATION + len(body) + padding
+    return bytes((0, CDR_LITTLE_ENDIAN, 0, 0)) + body + bytes(padding) + bytes(8 * count), offset

@@ -21,6 +21,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #ifndef M_PI /* not in strict ISO C */
@@ -879,14 +880,29 @@ int hexapod_predict(const double *q, const double *qd, const double *phi, const 
 }
 
 /* Layouts of the whole step's arrays (read by compiled_step.py), and their offsets. */
-const char hexapod_step_settings[] = "max_future_stamp[1] max_feedback_age[1] plausible_position_margin[1] plausible_speed_factor[1] plausible_step_margin[1] reference_timeout[1] max_saturation_time[1] frozen_feedback_time[1] position_min[1] position_max[1] min_slider_separation[1] speed_max[1] force_limit[1] rate_min[1] rate_max[1] rate_tolerance[1] rate_known_spacings[1] rate_window[1] period_window[1] nominal_period[1] flight_length[1] stamp_tolerance[1] estimate[1] max_delay_periods[1] longest_delay[1] estimator_time_constant[1] switch_ratio[1] double_loop[1] law_period[1] longest_period[1]";
-const char hexapod_step_memory[] = "last_stamp[1] last_valid[1] last_valid_stamp[1] last_valid_q[6] last_valid_qd[6] rate[203] saturated_since[1] frozen_since[1] frozen_force_sum[6] frozen_commands[1] period[33] sent[130] effort_stamp[1] effort[6] measurement[1] measurement_t[1] measurement_q[6] measurement_qd[6] measurement_phi[3] misfits[16] delay_periods[1] estimate_changes[1] prediction[1] prediction_q[6] prediction_qd[6] measured_state[24] law_state[24] updated_at[1]";
+const char hexapod_step_settings[] = "max_future_stamp[1] max_feedback_age[1] plausible_position_margin[1] plausible_speed_factor[1] plausible_step_margin[1] reference_timeout[1] max_saturation_time[1] frozen_feedback_time[1] position_min[1] position_max[1] min_slider_separation[1] speed_max[1] force_limit[1] rate_min[1] rate_max[1] rate_tolerance[1] rate_known_spacings[1] rate_window[1] period_window[1] nominal_period[1] flight_length[1] stamp_tolerance[1] estimate[1] max_delay_periods[1] longest_delay[1] estimator_time_constant[1] switch_ratio[1] double_loop[1] law_period[1] longest_period[1] max_reference_position_step[1] max_reference_angle_step[1]";
+const char hexapod_step_memory[] = "last_stamp[1] last_valid[1] last_valid_stamp[1] last_valid_q[6] last_valid_qd[6] rate[203] saturated_since[1] frozen_since[1] frozen_force_sum[6] frozen_commands[1] period[33] sent[130] effort_stamp[1] effort[6] measurement[1] measurement_t[1] measurement_q[6] measurement_qd[6] measurement_phi[3] misfits[16] delay_periods[1] estimate_changes[1] prediction[1] prediction_q[6] prediction_qd[6] measured_state[24] law_state[24] updated_at[1] reference_taken[1] reference_t[1] reference[18] reference_received[1]";
 const char hexapod_step_inputs[] = "now[1] stamp[1] q[6] qd[6] effort_given[1] effort[6] reference[18] reference_received[1]";
-const char hexapod_step_outputs[] = "forces[6] saturated[6] pose[6] pose_error[6] position_error_norm[1] orientation_error_norm[1] law_status[1] jacobian_conditioning[1] constraint_conditioning[1] fk_iterations[1] fk_residual[1] joint_command[6] velocity_error[6] phi[3] cycle_status[1]";
-const char hexapod_step_statuses[] = "taken repeated control invalid stale state_limits rate reference_stale measure applied_force predict law saturation frozen_window";
+const char hexapod_step_outputs[] = "forces[6] saturated[6] pose[6] pose_error[6] position_error_norm[1] orientation_error_norm[1] law_status[1] jacobian_conditioning[1] constraint_conditioning[1] fk_iterations[1] fk_residual[1] joint_command[6] velocity_error[6] phi[3] cycle_status[1] intake[1]";
+const char hexapod_step_statuses[] = "taken repeated control invalid stale state_limits rate reference_stale measure applied_force predict law saturation frozen_window reference layout grid";
 #define WINDOW_HEADER 3
 #define SENT_ENTRY 8
 #define FLIGHT_CAPACITY 16
+#define WIRE_HEADER 7
+#define WIRE_RUNS_CAPACITY 64
+#define WIRE_SIZE 0
+#define WIRE_STAMP 1
+#define WIRE_POSITION 2
+#define WIRE_VELOCITY 3
+#define WIRE_EFFORT 4
+#define WIRE_COMMAND 5
+#define WIRE_RUNS 6
+#define GRID_HEADER 4
+#define GRID_KNOT 18
+#define GRID_ORIGIN 0
+#define GRID_PERIOD 1
+#define GRID_FIRST 2
+#define GRID_COUNT 3
 #define STEP_MAX_FUTURE_STAMP 0
 #define STEP_MAX_FEEDBACK_AGE 1
 #define STEP_PLAUSIBLE_POSITION_MARGIN 2
@@ -917,7 +933,9 @@ const char hexapod_step_statuses[] = "taken repeated control invalid stale state
 #define STEP_DOUBLE_LOOP 27
 #define STEP_LAW_PERIOD 28
 #define STEP_LONGEST_PERIOD 29
-#define STEP_SIZE 30
+#define STEP_MAX_REFERENCE_POSITION_STEP 30
+#define STEP_MAX_REFERENCE_ANGLE_STEP 31
+#define STEP_SIZE 32
 #define MEMORY_LAST_STAMP 0
 #define MEMORY_LAST_VALID 1
 #define MEMORY_LAST_VALID_STAMP 2
@@ -946,7 +964,11 @@ const char hexapod_step_statuses[] = "taken repeated control invalid stale state
 #define MEMORY_MEASURED_STATE 445
 #define MEMORY_LAW_STATE 469
 #define MEMORY_UPDATED_AT 493
-#define MEMORY_SIZE 494
+#define MEMORY_REFERENCE_TAKEN 494
+#define MEMORY_REFERENCE_T 495
+#define MEMORY_REFERENCE 496
+#define MEMORY_REFERENCE_RECEIVED 514
+#define MEMORY_SIZE 515
 #define INPUT_NOW 0
 #define INPUT_STAMP 1
 #define INPUT_Q 2
@@ -971,7 +993,8 @@ const char hexapod_step_statuses[] = "taken repeated control invalid stale state
 #define OUTPUT_VELOCITY_ERROR 37
 #define OUTPUT_PHI 43
 #define OUTPUT_CYCLE_STATUS 46
-#define OUTPUT_SIZE 47
+#define OUTPUT_INTAKE 47
+#define OUTPUT_SIZE 48
 #define STEP_STATUS_TAKEN 0
 #define STEP_STATUS_REPEATED 1
 #define STEP_STATUS_CONTROL 2
@@ -986,6 +1009,9 @@ const char hexapod_step_statuses[] = "taken repeated control invalid stale state
 #define STEP_STATUS_LAW 11
 #define STEP_STATUS_SATURATION 12
 #define STEP_STATUS_FROZEN_WINDOW 13
+#define STEP_STATUS_REFERENCE 14
+#define STEP_STATUS_LAYOUT 15
+#define STEP_STATUS_GRID 16
 
 /* ------------------------------------------------------------------------------ the whole step */
 /* SafetySupervisor.joint_state and .command around DelayCompensatedController.update
@@ -1392,4 +1418,135 @@ int hexapod_step_published(double *memory, const double *settings, double stamp,
                                              settings[STEP_NOMINAL_PERIOD]);
     step_sent_entry(sent, length, 0)[1] = fmax(0.0, floor((when - stamp) / period));
     return 1;
+}
+
+/* ------------------------------------------------------------------------------ one message */
+/* hexapod_step_message: a serialized joint state taken (answer = 0: a superseded one, judged) or
+ * answered, from its bytes to the command's, with the reference read off the grid at its stamp.
+ *
+ *   int hexapod_step_message(void *const arrays[11], const unsigned char *data, long size, int answer)
+ *
+ * arrays: inputs, memory, step settings, cycle settings, drives, parameters, out (as for
+ * hexapod_step_command), wire (int64, WIRE_* below), the learned message's bytes, the reference
+ * grid (GRID_* below) and the command's bytes, whose six forces it writes when it answers. The
+ * caller sets inputs[INPUT_NOW]. "layout" and "grid" leave everything untouched; after the intake
+ * took the state (out[OUTPUT_INTAKE]), every status but "control" leaves the rest of the step to
+ * the Python code. */
+
+/* The stamp and the arrays of a message in the learned layout, into the inputs; 0 when its size or
+ * one of its layout-fixing bytes differ (other names, another frame_id, ...). */
+static int step_read_message(const unsigned char *data, long size, const int64_t *wire, const unsigned char *learned,
+                             double *inputs)
+{
+    const int64_t runs = wire[WIRE_RUNS];
+    if (size != wire[WIRE_SIZE] || runs > WIRE_RUNS_CAPACITY) {
+        return 0;
+    }
+    for (int64_t run = 0; run < runs; ++run) {
+        const int64_t start = wire[WIRE_HEADER + 2 * run], stop = wire[WIRE_HEADER + 2 * run + 1];
+        if (memcmp(data + start, learned + start, (size_t)(stop - start)) != 0) {
+            return 0;
+        }
+    }
+    int32_t sec;
+    uint32_t nanosec;
+    memcpy(&sec, data + wire[WIRE_STAMP], sizeof sec);
+    memcpy(&nanosec, data + wire[WIRE_STAMP] + 4, sizeof nanosec);
+    inputs[INPUT_STAMP] = (double)sec + 1e-9 * (double)nanosec; /* time_from_stamp */
+    memcpy(inputs + INPUT_Q, data + wire[WIRE_POSITION], 6 * sizeof(double));
+    memcpy(inputs + INPUT_QD, data + wire[WIRE_VELOCITY], 6 * sizeof(double));
+    if (wire[WIRE_EFFORT] >= 0) {
+        inputs[INPUT_EFFORT_GIVEN] = 1.0;
+        memcpy(inputs + INPUT_EFFORT, data + wire[WIRE_EFFORT], 6 * sizeof(double));
+    } else {
+        inputs[INPUT_EFFORT_GIVEN] = 0.0;
+        memset(inputs + INPUT_EFFORT, 0, 6 * sizeof(double));
+    }
+    return 1;
+}
+
+/* ReferenceGrid.sample (control/reference_grid.py, hermite_weights), the same sums in the same order;
+ * 0 when the grid does not hold the knots around t. */
+static int step_grid_reference(const double *grid, double t, double *reference)
+{
+    const double h = grid[GRID_PERIOD], position = (t - grid[GRID_ORIGIN]) / h;
+    const double k = floor(position), s = position - k, first = grid[GRID_FIRST];
+    if (!(k >= first && k + 1.0 < first + grid[GRID_COUNT])) {
+        return 0;
+    }
+    const double *p0 = grid + GRID_HEADER + (long)(k - first) * GRID_KNOT, *p1 = p0 + GRID_KNOT;
+    const double s2 = s * s, s3 = s2 * s, s4 = s3 * s, s5 = s4 * s, h2 = h * h;
+    const double weights[3][5] = {
+        {(s - 6.0 * s3 + 8.0 * s4 - 3.0 * s5) * h, 0.5 * (s2 - 3.0 * s3 + 3.0 * s4 - s5) * h2,
+         0.5 * (s3 - 2.0 * s4 + s5) * h2, (-4.0 * s3 + 7.0 * s4 - 3.0 * s5) * h, 10.0 * s3 - 15.0 * s4 + 6.0 * s5},
+        {1.0 - 18.0 * s2 + 32.0 * s3 - 15.0 * s4, 0.5 * (2.0 * s - 9.0 * s2 + 12.0 * s3 - 5.0 * s4) * h,
+         0.5 * (3.0 * s2 - 8.0 * s3 + 5.0 * s4) * h, -12.0 * s2 + 28.0 * s3 - 15.0 * s4,
+         (30.0 * s2 - 60.0 * s3 + 30.0 * s4) / h},
+        {(-36.0 * s + 96.0 * s2 - 60.0 * s3) / h, 0.5 * (2.0 - 18.0 * s + 36.0 * s2 - 20.0 * s3),
+         0.5 * (6.0 * s - 24.0 * s2 + 20.0 * s3), (-24.0 * s + 84.0 * s2 - 60.0 * s3) / h,
+         (60.0 * s - 180.0 * s2 + 120.0 * s3) / h2},
+    };
+    for (int part = 0; part < 3; ++part) {
+        const double *w = weights[part];
+        for (int i = 0; i < 6; ++i) {
+            const double change = p1[i] - p0[i];
+            const double value = w[0] * p0[6 + i] + w[1] * p0[12 + i] + w[2] * p1[12 + i] + w[3] * p1[6 + i] + w[4] * change;
+            reference[6 * part + i] = part == 0 ? p0[i] + value : value;
+        }
+    }
+    return 1;
+}
+
+/* SafetySupervisor.validated_reference while armed: finite, and a step from the last reference
+ * within max_reference_position_step and max_reference_angle_step (_step_problem). */
+static int step_reference_problem(const double *reference, double t, const double *last, const double *settings)
+{
+    if (!isfinite(t) || !cycle_all_finite(reference, 18)) {
+        return 1;
+    }
+    double step[6];
+    for (int k = 0; k < 6; ++k) {
+        step[k] = reference[k] - last[k];
+    }
+    for (int k = 3; k < 6; ++k) {
+        step[k] = M_PI - cycle_remainder(M_PI - step[k], 2.0 * M_PI); /* wrap_angle_float */
+    }
+    const double position = sqrt(step[0] * step[0] + step[1] * step[1] + step[2] * step[2]);
+    const double angle = sqrt(step[3] * step[3] + step[4] * step[4] + step[5] * step[5]);
+    return position > settings[STEP_MAX_REFERENCE_POSITION_STEP] || angle > settings[STEP_MAX_REFERENCE_ANGLE_STEP];
+}
+
+int hexapod_step_message(void *const *arrays, const unsigned char *data, long size, int answer)
+{
+    double *inputs = arrays[0], *memory = arrays[1], *out = arrays[6];
+    const double *settings = arrays[2], *grid = arrays[9];
+    const int64_t *wire = arrays[7];
+    if (!step_read_message(data, size, wire, arrays[8], inputs)) {
+        return STEP_STATUS_LAYOUT;
+    }
+    const double now = inputs[INPUT_NOW], t = inputs[INPUT_STAMP];
+    double reference[18];
+    if (answer && !step_grid_reference(grid, t, reference)) {
+        return STEP_STATUS_GRID;
+    }
+    const int intake = hexapod_step_intake(inputs, memory, settings);
+    out[OUTPUT_INTAKE] = intake;
+    if (!answer || intake != STEP_STATUS_TAKEN) {
+        return intake;
+    }
+    if (step_reference_problem(reference, t, memory + MEMORY_REFERENCE, settings)) {
+        return STEP_STATUS_REFERENCE;
+    }
+    memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference);
+    inputs[INPUT_REFERENCE_RECEIVED] = now;
+    const int status = hexapod_step_command(inputs, memory, settings, arrays[3], arrays[4], arrays[5], out);
+    if (status != STEP_STATUS_CONTROL) {
+        return status;
+    }
+    memory[MEMORY_REFERENCE_TAKEN] = 1.0;
+    memory[MEMORY_REFERENCE_T] = t;
+    memcpy(memory + MEMORY_REFERENCE, reference, sizeof reference);
+    memory[MEMORY_REFERENCE_RECEIVED] = now;
+    memcpy((unsigned char *)arrays[10] + wire[WIRE_COMMAND], out + OUTPUT_FORCES, 6 * sizeof(double));
+    return STEP_STATUS_CONTROL;
 }

@@ -1,0 +1,118 @@
+"""A reference source sampled on a fixed grid and interpolated at any instant (quintic Hermite).
+
+Why. The loop needs the reference at every joint state's stamp, at 1-4 kHz, and a sample can cost
+more than the rest of the step: the joint-space trajectories solve the forward kinematics and the
+analytic Jacobian for each one. On a grid of ``trajectories.sample_period`` the source is sampled
+once per knot, whatever the joint-state rate, and between two knots the pose, the velocity and the
+acceleration at both ends fix the one quintic through them, which the loop evaluates at the stamp.
+It reproduces a quintic move exactly and errs by at most max|xi^(6)| h^6 / 46080 on a smooth
+trajectory (h: the grid's period; the ``h^6/(6! 2^6)`` bound of Hermite interpolation), far below
+the model's accuracy at the shipped period (test_reference_grid.py measures it on each trajectory).
+
+The knots live in one array, :attr:`ReferenceGrid.array`, laid out as the header ``GRID_FIELDS`` (codegen/control_step.py) then
+``capacity`` knots of :data:`KNOT` values (pose, velocity, acceleration): the compiled step
+(codegen/control_step.py) interpolates the same knots with the same arithmetic, in the same order,
+so that both give the same numbers. The grid only holds knots; :meth:`ReferenceGrid.extend` adds
+the ones a stamp needs, and whoever owns the source (trajectory_player.py) decides what a source
+that fails to sample means.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hexapod_control.codegen.control_step import GRID_FIELDS, GRID_KNOT
+from hexapod_control.control.trajectories import Reference
+
+KNOT = GRID_KNOT  # pose (6), velocity (6), acceleration (6)
+_ORIGIN, _PERIOD, _FIRST, _COUNT = (GRID_FIELDS.index(name) for name in ("origin", "period", "first", "count"))
+_DATA = len(GRID_FIELDS)
+
+
+def knot_interval(grid: np.ndarray, t: float) -> tuple[int, float]:
+    """(index k of the knot at or before ``t``, fraction s of the way to knot k + 1) on ``grid``."""
+    position = (t - grid[_ORIGIN]) / grid[_PERIOD]
+    k = math.floor(position)
+    return k, position - k
+
+
+def hermite_weights(s: float, h: float) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    """The weights of (velocity0, acceleration0, acceleration1, velocity1, pose1 - pose0) in the pose
+    change from pose0, the velocity and the acceleration at fraction ``s`` of an interval of ``h``
+    seconds. Written from pose0 rather than with its own weight, so that a hold (equal knots, no
+    motion) is its pose exactly; and as the C code writes them (codegen/control_step.py), so that
+    each sum rounds alike."""
+    s2 = s * s
+    s3 = s2 * s
+    s4 = s3 * s
+    s5 = s4 * s
+    h2 = h * h
+    pose = ((s - 6.0 * s3 + 8.0 * s4 - 3.0 * s5) * h, 0.5 * (s2 - 3.0 * s3 + 3.0 * s4 - s5) * h2,
+            0.5 * (s3 - 2.0 * s4 + s5) * h2, (-4.0 * s3 + 7.0 * s4 - 3.0 * s5) * h, 10.0 * s3 - 15.0 * s4 + 6.0 * s5)
+    velocity = (1.0 - 18.0 * s2 + 32.0 * s3 - 15.0 * s4, 0.5 * (2.0 * s - 9.0 * s2 + 12.0 * s3 - 5.0 * s4) * h,
+                0.5 * (3.0 * s2 - 8.0 * s3 + 5.0 * s4) * h, -12.0 * s2 + 28.0 * s3 - 15.0 * s4,
+                (30.0 * s2 - 60.0 * s3 + 30.0 * s4) / h)
+    acceleration = ((-36.0 * s + 96.0 * s2 - 60.0 * s3) / h, 0.5 * (2.0 - 18.0 * s + 36.0 * s2 - 20.0 * s3),
+                    0.5 * (6.0 * s - 24.0 * s2 + 20.0 * s3), (-24.0 * s + 84.0 * s2 - 60.0 * s3) / h,
+                    (60.0 * s - 180.0 * s2 + 120.0 * s3) / h2)
+    return pose, velocity, acceleration
+
+
+class ReferenceGrid:
+    """Knots of one source every ``period`` seconds from its t = 0, ``capacity`` of them at most."""
+
+    def __init__(self, period: float, capacity: int):
+        if not period > 0.0 or capacity < 2:
+            raise ValueError(f"a reference grid needs a positive period and two knots, got {period} s, {capacity}")
+        self.capacity = capacity
+        self.array = np.zeros(_DATA + capacity * KNOT)  # its address is kept by the compiled step: never replaced
+        self.array[_PERIOD] = period
+        self.source = None
+
+    @property
+    def period(self) -> float:
+        return float(self.array[_PERIOD])
+
+    def reset(self, source, origin: float) -> None:
+        """Hold no knot, and sample ``source`` (an object with sample(t) -> Reference) from now on, its
+        t = 0 at ``origin`` on the caller's clock."""
+        self.source = source
+        self.array[_ORIGIN], self.array[_FIRST], self.array[_COUNT] = origin, 0.0, 0.0
+
+    def extend(self, t: float) -> None:
+        """Hold the two knots around ``t`` (sampling the source where needed; its errors propagate),
+        dropping the oldest beyond the capacity."""
+        array = self.array
+        k, _ = knot_interval(array, t)
+        first, count = int(array[_FIRST]), int(array[_COUNT])
+        if count and first <= k and k + 1 < first + count:
+            return
+        if not count or k < first or k + 2 - (first + count) > self.capacity:  # behind, or too far ahead
+            first, count = k, 0  # to fill up to: start afresh at k
+        for index in range(first + count, k + 2):
+            if count == self.capacity:  # the oldest knot leaves
+                array[_DATA:_DATA + (count - 1) * KNOT] = array[_DATA + KNOT:_DATA + count * KNOT]
+                first, count = first + 1, count - 1
+            array[_FIRST], array[_COUNT] = first, count  # consistent if the source fails below
+            sample = self.source.sample(index * self.period)
+            at = _DATA + count * KNOT
+            array[at:at + 6], array[at + 6:at + 12], array[at + 12:at + 18] = (
+                sample.pose, sample.velocity, sample.acceleration)
+            count += 1
+            array[_COUNT] = count
+
+    def sample(self, t: float) -> Reference:
+        """The reference at ``t``, between the knots around it (sampled first where missing)."""
+        self.extend(t)
+        k, s = knot_interval(self.array, t)
+        at = _DATA + (k - int(self.array[_FIRST])) * KNOT
+        # On plain floats (a 1 kHz loop's fallback): each sum in the C code's order.
+        p0, v0, a0, p1, v1, a1 = (self.array[at + i:at + i + 6].tolist() for i in range(0, 2 * KNOT, 6))
+        change = [end - start for start, end in zip(p0, p1)]
+        pose, velocity, acceleration = (
+            [w1 * v0[i] + w2 * a0[i] + w3 * a1[i] + w4 * v1[i] + w5 * change[i] for i in range(6)]
+            for w1, w2, w3, w4, w5 in hermite_weights(s, self.period))
+        return Reference(t, np.array([start + step for start, step in zip(p0, pose)]), np.array(velocity),
+                         np.array(acceleration))

@@ -1,0 +1,174 @@
+"""The robot stack's joint states served by an rcl loop in C while it tracks (rcl_loop.c).
+
+Why. An rclpy node pays about 0.3 of a core at 1 kHz before doing any work: the wait set, the take
+and the publish, each a Python call with its objects (doc/benchmarks.md, "The floor"). While the
+stack tracks, everything per joint state is already one C call of the compiled step (reading the
+bytes, the reference off the grid, the decision, the command's bytes:
+ControlLoop.serialized_joint_state); this loop makes the wait, the take and the publish C calls
+too, so that no Python runs per state. It returns to the Python loop for everything else: each
+deadline (watchdogs, the executor's poll), a message the compiled step does not finish, and the
+work that follows an answer now and then (a diagnostics status, the decimated outputs, a law status
+that is not ok). What it counted and logged meanwhile is handed over then (:meth:`RclLoop.run`).
+
+The C file is compiled at first use against this environment's rcl (the PyPI wheels' headers, or
+a ROS 2 installation on AMENT_PREFIX_PATH) into the package's cache directory, keyed by the source
+and the prefix; without gcc or headers the stack runs the Python wait-set loop, as before. The io
+layout is read from the C file's ``#define LOOP_*`` lines, its one source.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hexapod_control.model import compiled
+
+SOURCE = Path(__file__).with_name("rcl_loop.c")
+RCL_LIBRARIES = ("rcl", "rmw", "rcutils")
+LOG_ENTRIES = 512  # answers logged between two returns at most (the loop returns when full)
+PENDING_BYTES = 1 << 16  # the messages handed back at one return (a JointState of six joints: ~300 B)
+
+
+def rcl_prefix() -> Path | None:
+    """The install prefix holding rcl's headers and libraries: this environment's (the PyPI wheels)
+    or a ROS 2 installation's on AMENT_PREFIX_PATH; None when neither has them."""
+    prefixes = [Path(sys.prefix)] + [Path(p) for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    for prefix in prefixes:
+        if (prefix / "include" / "rcl" / "rcl" / "rcl.h").is_file() and (prefix / "lib").is_dir():
+            return prefix
+    return None
+
+
+def rcl_compile_command(source: Path, library: Path, prefix: Path) -> list[str]:
+    """gcc's command for a shared library from ``source`` against the rcl of ``prefix``."""
+    # ROS 2 installs each package's headers one level down: include/<package>/<package>/...
+    includes = [f"-I{d}" for d in sorted((prefix / "include").iterdir()) if d.is_dir()]
+    return ["gcc", "-O2", "-shared", "-fPIC", str(source), *includes, f"-L{prefix / 'lib'}",
+            *(f"-l{name}" for name in RCL_LIBRARIES), f"-Wl,-rpath,{prefix / 'lib'}", "-o", str(library)]
+
+
+def loop_constants(source: Path = SOURCE) -> dict[str, int]:
+    """The ``#define LOOP_* n`` and ``STEP_* n`` constants of the C file."""
+    text = source.read_text(encoding="utf-8")
+    return {name: int(value) for name, value in re.findall(r"^#define ((?:LOOP|STEP)_\w+) \(?(-?\d+)\)?", text, re.M)}
+
+
+def build(cache: Path | None = None):
+    """The C loop's function, compiled (once per source and prefix) and loaded; or why not (a str)."""
+    prefix = rcl_prefix()
+    if prefix is None:
+        return "no rcl headers in this environment or on AMENT_PREFIX_PATH"
+    cache = cache or compiled.cache_directory()
+    if cache is None:
+        return "no writable cache directory"
+    key = hashlib.sha256(SOURCE.read_bytes() + str(prefix).encode()).hexdigest()[:16]
+    library = cache / f"libhexapod_rcl_loop-{key}.so"
+    with compiled.exclusive(library.with_name(library.name + ".lock")):
+        if not library.is_file():
+            building = library.with_name(f"{library.name}.{os.getpid()}.tmp")
+            try:
+                built = subprocess.run(rcl_compile_command(SOURCE, building, prefix), capture_output=True, text=True)
+            except FileNotFoundError:
+                return "no gcc"
+            if built.returncode != 0:
+                return f"gcc failed on {SOURCE.name}: {built.stderr.strip()[-500:]}"
+            os.replace(building, library)
+    function = ctypes.CDLL(str(library)).hexapod_rcl_loop
+    function.restype = ctypes.c_int
+    function.argtypes = [ctypes.c_void_p] * 5 + [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_void_p,
+                                                 ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_size_t]
+    return function
+
+
+@dataclass
+class Served:
+    """What one run of the C loop did and left to Python."""
+
+    reason: str  # "deadline", "pending", "answered", "log_full"
+    answers: int
+    taken: int  # superseded states it judged valid
+    repeated: int
+    superseded: int
+    message_now: float  # ROS time of the last message it took (NaN: none)
+    taken_now: float  # ROS time and monotonic time of the last state it took (NaN: none)
+    taken_steady: float
+    last_answered: float  # stamp of its last answer (NaN: none)
+    log: np.ndarray  # (answers, 3): answered stamp, publication ROS time, publication wall time - stamp
+    pending: list[bytes]  # messages for the Python loop, oldest first
+    pending_status: int  # the compiled step's status of the first pending message
+    pending_answer: bool  # it was to be answered (the others after it were taken with it)
+    pending_now: float
+    pending_steady: float
+
+
+class RclLoop:
+    """The C loop over one subscription and one publisher of a node, around a compiled step."""
+
+    REASONS = ("deadline", "pending", "answered", "log_full")
+
+    def __init__(self, function, context, subscription, publisher, step):
+        self.function = function
+        self.context, self.subscription, self.publisher = context, subscription, publisher
+        self.step = step
+        names = loop_constants()
+        self.io_index = {name[len("LOOP_IO_"):].lower(): value for name, value in names.items()
+                         if name.startswith("LOOP_IO_") and name != "LOOP_IO_SIZE"}
+        statuses = step.library.statuses
+        if (names["STEP_TAKEN"], names["STEP_REPEATED"], names["STEP_CONTROL"]) != tuple(
+                statuses.index(name) for name in ("taken", "repeated", "control")):
+            raise ValueError(f"{SOURCE.name}'s step statuses differ from the library's {statuses}")
+        self.codes = {names[f"LOOP_{reason.upper()}"]: reason for reason in self.REASONS}
+        self._deadline_code = names["LOOP_DEADLINE"]
+        self.io = np.zeros(names["LOOP_IO_SIZE"])
+        self.io[self.io_index["law_status_at"]] = step.library.outputs["law_status"].start
+        self.entry = names["LOOP_LOG_ENTRY"]
+        self.log = np.zeros(LOG_ENTRIES * self.entry)
+        self.pending = np.zeros(PENDING_BYTES, dtype=np.uint8)
+        self._outputs = [self.io_index[name] for name in (
+            "answers", "taken", "repeated", "superseded", "message_now", "taken_now", "taken_steady", "log_count",
+            "pending_count", "pending_bytes", "pending_status", "pending_answer", "pending_now", "pending_steady",
+            "last_answered")]
+
+    def run(self, deadline: float, diagnostic_due: float, publication_due: float, return_after: int) -> Served:
+        """Serve the subscription until ``deadline`` (monotonic) or until Python is needed (module doc).
+        ``diagnostic_due`` (ROS time) and ``publication_due`` (a stamp): an answer at or past them
+        returns; ``return_after``: return after that many answers (0: not for that)."""
+        io, index = self.io, self.io_index
+        io[self._outputs] = 0.0
+        for name in ("message_now", "taken_now", "taken_steady", "last_answered"):
+            io[index[name]] = np.nan
+        io[index["deadline"]], io[index["diagnostic_due"]] = deadline, diagnostic_due
+        io[index["publication_due"]], io[index["return_after"]] = publication_due, return_after
+        step = self.step
+        with self.context.handle, self.subscription.handle, self.publisher.handle:
+            code = self.function(self.context.handle.pointer, self.subscription.handle.pointer,
+                                 self.publisher.handle.pointer, step.message_address, step.published_address,
+                                 step.message_arrays, step.command_length, io.ctypes.data, self.log.ctypes.data,
+                                 LOG_ENTRIES, self.pending.ctypes.data, PENDING_BYTES)
+        if code not in self.codes:
+            if not self.context.ok():  # shut down under it (Ctrl-C): nothing is left to serve
+                code = self._deadline_code
+                io[index["log_count"]] = io[index["pending_count"]] = 0.0
+            else:
+                raise RuntimeError(f"the rcl loop failed (rcl error; status {code})")
+        answers, logged = int(io[index["answers"]]), int(io[index["log_count"]])
+        pending, at = [], 0
+        for _ in range(int(io[index["pending_count"]])):
+            size = int(self.pending[at:at + 8].view(np.int64)[0])
+            pending.append(self.pending[at + 8:at + 8 + size].tobytes())
+            at += 8 + size
+        return Served(
+            self.codes[code], answers, int(io[index["taken"]]), int(io[index["repeated"]]),
+            int(io[index["superseded"]]), float(io[index["message_now"]]), float(io[index["taken_now"]]),
+            float(io[index["taken_steady"]]), float(io[index["last_answered"]]),
+            self.log[: logged * self.entry].reshape(logged, self.entry).copy(), pending,
+            int(io[index["pending_status"]]), bool(io[index["pending_answer"]]), float(io[index["pending_now"]]),
+            float(io[index["pending_steady"]]))

@@ -1,0 +1,224 @@
+/* The robot stack's joint-state loop at the rcl level: no Python per joint state while tracking.
+ *
+ * ros/native_loop.py builds this file against the environment's rcl headers and calls
+ * hexapod_rcl_loop with the rcl handles of the stack's joint-state subscription and command
+ * publisher (from rclpy). It waits on the subscription alone, takes every waiting message serialized,
+ * judges all but the newest and answers the newest through hexapod_step_message (the compiled step,
+ * codegen/control_step.py, whose address it is given), publishes the command's bytes and tells the
+ * step when (hexapod_step_published). It returns to Python, which does the rest as the wait-set loop
+ * does, when:
+ *   - the monotonic deadline passes (the watchdogs, the executor's poll): LOOP_DEADLINE;
+ *   - a message is one the compiled step does not finish (another layout, no reference knot, any
+ *     row of the rule table but CONTROL): it and the messages taken after it are copied to
+ *     `pending`, LOOP_PENDING;
+ *   - an answer is due to be followed by Python's work (a diagnostics status due, a decimated
+ *     publication due, the law's status not ok, the answers Python asked to see): LOOP_ANSWERED;
+ *   - the log of answers is full: LOOP_LOG_FULL.
+ * The io array (LOOP_IO_* below, ros/native_loop.py) carries the deadlines in, and the counts, the
+ * last state taken and the log of answers out. It never allocates per message once warm.
+ */
+#include <rcl/rcl.h>
+#include <rcl/wait.h>
+#include <rcutils/allocator.h>
+#include <rmw/serialized_message.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+typedef int (*step_message_fn)(void *const *arrays, const unsigned char *data, long size, int answer);
+typedef int (*step_published_fn)(double *memory, const double *settings, double stamp, double when);
+
+/* Step statuses this loop tells apart (codegen/control_step.py STEP_STATUSES, checked by native_loop.py). */
+#define STEP_TAKEN 0
+#define STEP_REPEATED 1
+#define STEP_CONTROL 2
+
+/* Return values. */
+#define LOOP_DEADLINE 0
+#define LOOP_PENDING 1
+#define LOOP_ANSWERED 2
+#define LOOP_LOG_FULL 3
+#define LOOP_ERROR (-1)
+
+/* The io array: inputs first (set by Python), then outputs (reset by Python before each call). */
+#define LOOP_IO_DEADLINE 0           /* monotonic [s]: return at it */
+#define LOOP_IO_DIAGNOSTIC_DUE 1     /* ROS time [s]: an answer at or after it returns */
+#define LOOP_IO_PUBLICATION_DUE 2    /* stamp [s]: an answer to a state stamped at or after it returns */
+#define LOOP_IO_RETURN_AFTER 3       /* answers after which to return (0: none) */
+#define LOOP_IO_LAW_STATUS_AT 4      /* where the step's output holds the law's status (0: ok) */
+#define LOOP_IO_ANSWERS 5            /* answers published */
+#define LOOP_IO_TAKEN 6              /* superseded states taken (judged valid) */
+#define LOOP_IO_REPEATED 7           /* repeats of a state taken already */
+#define LOOP_IO_SUPERSEDED 8         /* states judged because a newer one waited */
+#define LOOP_IO_MESSAGE_NOW 9        /* ROS time [s] the last message was taken at */
+#define LOOP_IO_TAKEN_NOW 10         /* ROS time [s] of the last state taken */
+#define LOOP_IO_TAKEN_STEADY 11      /* monotonic [s] of the last state taken */
+#define LOOP_IO_LOG_COUNT 12         /* entries written to the log */
+#define LOOP_IO_PENDING_COUNT 13     /* messages copied to pending */
+#define LOOP_IO_PENDING_BYTES 14     /* bytes of pending used */
+#define LOOP_IO_PENDING_STATUS 15    /* the step's status of the first pending message */
+#define LOOP_IO_PENDING_ANSWER 16    /* 1: the first pending message was to be answered */
+#define LOOP_IO_PENDING_NOW 17       /* ROS time [s] and monotonic [s] it was taken at */
+#define LOOP_IO_PENDING_STEADY 18
+#define LOOP_IO_LAST_ANSWERED 19     /* stamp of the last answer [s] */
+#define LOOP_IO_SIZE 20
+
+#define LOOP_LOG_ENTRY 3 /* answered stamp, publication time (ROS time), publication wall time - stamp */
+#define LOOP_MESSAGES 16 /* messages taken at one wake at most; the rest wait for the next */
+
+static double clock_seconds(clockid_t clock)
+{
+    struct timespec now;
+    clock_gettime(clock, &now);
+    return (double)((int64_t)now.tv_sec * 1000000000 + now.tv_nsec) * 1e-9; /* as rclpy's nanoseconds * 1e-9 */
+}
+
+/* Copy messages [first, count) to pending as (int64 size, bytes) records; 0 when they do not fit. */
+static int keep_pending(const rcl_serialized_message_t *messages, int first, int count, unsigned char *pending,
+                        size_t capacity, double *io)
+{
+    size_t used = 0;
+    for (int k = first; k < count; ++k) {
+        const int64_t size = (int64_t)messages[k].buffer_length;
+        if (used + sizeof size + (size_t)size > capacity) {
+            return 0;
+        }
+        memcpy(pending + used, &size, sizeof size);
+        memcpy(pending + used + sizeof size, messages[k].buffer, (size_t)size);
+        used += sizeof size + (size_t)size;
+    }
+    io[LOOP_IO_PENDING_COUNT] = count - first;
+    io[LOOP_IO_PENDING_BYTES] = (double)used;
+    return 1;
+}
+
+int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, rcl_publisher_t *publisher,
+                     step_message_fn step_message, step_published_fn step_published, void *const *arrays,
+                     size_t command_length, double *io, double *log, long log_capacity, unsigned char *pending,
+                     size_t pending_capacity)
+{
+    rcutils_allocator_t allocator = rcutils_get_default_allocator();
+    rcl_wait_set_t wait_set = rcl_get_zero_initialized_wait_set();
+    if (rcl_wait_set_init(&wait_set, 1, 0, 0, 0, 0, 0, context, allocator) != RCL_RET_OK) {
+        return LOOP_ERROR;
+    }
+    rcl_serialized_message_t messages[LOOP_MESSAGES];
+    int initialized = 0, result = LOOP_DEADLINE;
+    for (; initialized < LOOP_MESSAGES; ++initialized) {
+        messages[initialized] = rmw_get_zero_initialized_serialized_message();
+        if (rmw_serialized_message_init(&messages[initialized], 1024, &allocator) != RMW_RET_OK) {
+            result = LOOP_ERROR;
+            goto done;
+        }
+    }
+    /* Borrowed: the compiled step writes the forces into this buffer; never resized or freed here. */
+    rcl_serialized_message_t command = rmw_get_zero_initialized_serialized_message();
+    command.buffer = (uint8_t *)arrays[10];
+    command.buffer_length = command_length;
+    command.buffer_capacity = command_length;
+    command.allocator = allocator;
+    double *memory = arrays[1];
+    const double *settings = arrays[2];
+    const double *inputs = arrays[0];
+    for (;;) {
+        const double remaining = io[LOOP_IO_DEADLINE] - clock_seconds(CLOCK_MONOTONIC);
+        if (remaining <= 0.0) {
+            result = LOOP_DEADLINE;
+            break;
+        }
+        if (rcl_wait_set_clear(&wait_set) != RCL_RET_OK ||
+            rcl_wait_set_add_subscription(&wait_set, subscription, NULL) != RCL_RET_OK) {
+            result = LOOP_ERROR;
+            break;
+        }
+        const rcl_ret_t waited = rcl_wait(&wait_set, (int64_t)(remaining * 1e9));
+        if (waited == RCL_RET_TIMEOUT) {
+            continue; /* the deadline check above returns */
+        }
+        if (waited != RCL_RET_OK) {
+            result = LOOP_ERROR;
+            break;
+        }
+        int count = 0;
+        while (count < LOOP_MESSAGES) {
+            rmw_message_info_t info = rmw_get_zero_initialized_message_info();
+            const rcl_ret_t taken = rcl_take_serialized_message(subscription, &messages[count], &info, NULL);
+            if (taken == RCL_RET_SUBSCRIPTION_TAKE_FAILED) {
+                break;
+            }
+            if (taken != RCL_RET_OK) {
+                result = LOOP_ERROR;
+                goto done;
+            }
+            ++count;
+        }
+        if (count == 0) {
+            continue;
+        }
+        io[LOOP_IO_SUPERSEDED] += count - 1;
+        for (int k = 0; k < count; ++k) {
+            const int answer = k == count - 1;
+            const double now = clock_seconds(CLOCK_REALTIME), steady = clock_seconds(CLOCK_MONOTONIC);
+            ((double *)inputs)[0] = now; /* INPUT_NOW: the step's first input */
+            const int status = step_message(arrays, messages[k].buffer, (long)messages[k].buffer_length, answer);
+            if (status == STEP_REPEATED) {
+                io[LOOP_IO_REPEATED] += 1.0;
+                io[LOOP_IO_MESSAGE_NOW] = now;
+                continue;
+            }
+            if (status == STEP_TAKEN && !answer) {
+                io[LOOP_IO_TAKEN] += 1.0;
+                io[LOOP_IO_MESSAGE_NOW] = io[LOOP_IO_TAKEN_NOW] = now;
+                io[LOOP_IO_TAKEN_STEADY] = steady;
+                continue;
+            }
+            if (status != STEP_CONTROL) {
+                /* Python takes it and the ones after it from here, as one wake (the step left its memory
+                 * as it was, or its intake took the answered state: LOOP_IO_PENDING_*). */
+                io[LOOP_IO_SUPERSEDED] -= count - 1 - k;
+                io[LOOP_IO_PENDING_STATUS] = status;
+                io[LOOP_IO_PENDING_ANSWER] = answer;
+                io[LOOP_IO_PENDING_NOW] = now;
+                io[LOOP_IO_PENDING_STEADY] = steady;
+                result = keep_pending(messages, k, count, pending, pending_capacity, io) ? LOOP_PENDING : LOOP_ERROR;
+                goto done;
+            }
+            io[LOOP_IO_MESSAGE_NOW] = io[LOOP_IO_TAKEN_NOW] = now;
+            io[LOOP_IO_TAKEN_STEADY] = steady;
+            if (rcl_publish_serialized_message(publisher, &command, NULL) != RCL_RET_OK) {
+                result = LOOP_ERROR;
+                goto done;
+            }
+            const double stamp = inputs[1]; /* INPUT_STAMP */
+            const double published = clock_seconds(CLOCK_REALTIME);
+            step_published(memory, settings, stamp, published);
+            const long entry = (long)io[LOOP_IO_LOG_COUNT];
+            log[LOOP_LOG_ENTRY * entry] = stamp;
+            log[LOOP_LOG_ENTRY * entry + 1] = published;
+            log[LOOP_LOG_ENTRY * entry + 2] = published - stamp;
+            io[LOOP_IO_LOG_COUNT] = entry + 1;
+            io[LOOP_IO_ANSWERS] += 1.0;
+            io[LOOP_IO_LAST_ANSWERED] = stamp;
+            const double after = io[LOOP_IO_RETURN_AFTER];
+            if (after > 0.0) {
+                io[LOOP_IO_RETURN_AFTER] = after - 1.0;
+            }
+            const double *out = arrays[6];
+            if (after == 1.0 || now >= io[LOOP_IO_DIAGNOSTIC_DUE] || stamp >= io[LOOP_IO_PUBLICATION_DUE] ||
+                out[(long)io[LOOP_IO_LAW_STATUS_AT]] != 0.0) {
+                result = LOOP_ANSWERED;
+                goto done;
+            }
+            if (entry + 1 >= log_capacity) {
+                result = LOOP_LOG_FULL;
+                goto done;
+            }
+        }
+    }
+done:
+    for (int k = 0; k < initialized; ++k) {
+        (void)rmw_serialized_message_fini(&messages[k]);
+    }
+    (void)rcl_wait_set_fini(&wait_set);
+    return result;
+}

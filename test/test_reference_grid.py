@@ -1,0 +1,111 @@
+"""The reference grid: quintic Hermite interpolation of a source sampled every period.
+
+Checked against the sources themselves: a quintic move is reproduced, a hold exactly, a smooth
+trajectory converges at the sixth order of the period (the pose error of Hermite interpolation with
+value, slope and curvature at both ends), each knot is sampled once however many stamps fall
+between, and a source that fails leaves the knots already held usable.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hexapod_control.control.reference_grid import ReferenceGrid
+from hexapod_control.control.trajectories import HoldTrajectory, SmoothMove, make_trajectory
+from hexapod_control.control.trajectory_player import TrajectoryPlayer
+from hexapod_control.errors import InvalidInputError
+from hexapod_control.model.hexapod import HexapodModel
+
+MODEL = HexapodModel.from_yaml(None)
+PERIOD = MODEL.parameters.trajectories.sample_period
+HOME = MODEL.forward_kinematics(MODEL.home_q).pose
+ORIGIN = 1.7e9  # an epoch-like clock: the grid works on differences from the source's start
+
+
+class Counting:
+    """A source that counts its samples and fails from ``fail_after`` on."""
+
+    def __init__(self, source, fail_after=math.inf):
+        self.source, self.fail_after, self.calls = source, fail_after, 0
+
+    def sample(self, t):
+        if t >= self.fail_after:
+            raise InvalidInputError(f"no sample at {t}")
+        self.calls += 1
+        return self.source.sample(t)
+
+
+def errors(grid: ReferenceGrid, source, times) -> np.ndarray:
+    """Largest |grid - source| of the pose, the velocity and the acceleration over ``times``."""
+    worst = np.zeros(3)
+    for t in times:
+        stamp = ORIGIN + t  # rounded to the clock's resolution: the source is asked at what it holds
+        mine, exact = grid.sample(stamp), source.sample(stamp - ORIGIN)
+        for k, name in enumerate(("pose", "velocity", "acceleration")):
+            worst[k] = max(worst[k], np.max(np.abs(getattr(mine, name) - getattr(exact, name))))
+    return worst
+
+
+def test_a_quintic_move_is_reproduced_and_a_hold_exactly():
+    target = HOME + np.array([0.01, -0.02, 0.015, 0.02, -0.01, 0.03])
+    move = SmoothMove(MODEL, HOME, target, start_time=0.0)
+    grid = ReferenceGrid(PERIOD, 8)
+    grid.reset(move, ORIGIN)
+    times = np.random.default_rng(1).uniform(0.0, move.duration, 500)
+    pose, velocity, acceleration = errors(grid, move, np.sort(times))
+    # Within a move the quintic is the move's own time law: only rounding remains.
+    assert pose < 1e-15 and velocity < 1e-12 and acceleration < 1e-9, (pose, velocity, acceleration)
+
+    hold = HoldTrajectory(target)
+    grid.reset(hold, ORIGIN)
+    for t in (0.0, 0.0013, 0.5, 12.3456):
+        sample = grid.sample(ORIGIN + t)
+        assert np.array_equal(sample.pose, target) and not sample.velocity.any() and not sample.acceleration.any()
+
+
+@pytest.mark.parametrize("name", ["operational_space", "joint_space", "excitation"])
+def test_the_error_falls_as_the_sixth_power_of_the_period(name):
+    source = make_trajectory(name, MODEL)
+    times = np.linspace(3.0, 4.0, 401) + 0.37e-3  # ramped up, between knots
+    coarse, fine = ReferenceGrid(0.04, 8), ReferenceGrid(0.02, 8)
+    for grid in (coarse, fine):
+        grid.reset(source, ORIGIN)
+    ratio = errors(coarse, source, times) / errors(fine, source, times)
+    # Halving h divides the pose error by 2^6, the velocity's by 2^5, the acceleration's by 2^4
+    # (less a margin for the sampled maximum): a lower-order interpolant would not.
+    assert ratio[0] > 50 and ratio[1] > 25 and ratio[2] > 12, ratio
+    shipped = ReferenceGrid(PERIOD, 8)
+    shipped.reset(source, ORIGIN)
+    assert errors(shipped, source, times)[0] < 1e-12  # at the shipped period
+
+
+def test_each_knot_is_sampled_once_and_a_failure_keeps_what_is_held():
+    source = Counting(make_trajectory("operational_space", MODEL), fail_after=0.5)
+    grid = ReferenceGrid(PERIOD, 8)
+    grid.reset(source, ORIGIN)
+    stamps = ORIGIN + np.arange(0.0, 0.45, 0.00025)  # 4 kHz
+    for stamp in stamps:
+        grid.sample(stamp)
+    assert source.calls == math.floor(0.45 / PERIOD - 1e-9) + 2  # the knots from 0 to the one after the last stamp
+    assert grid.extend(stamps[-1] + 3 * PERIOD) is None and source.calls == math.floor(0.45 / PERIOD - 1e-9) + 5
+    assert grid.sample(stamps[-1] + 2.5 * PERIOD) and source.calls == math.floor(0.45 / PERIOD - 1e-9) + 5  # held ahead
+    before = grid.sample(stamps[-1])
+    with pytest.raises(InvalidInputError):
+        grid.sample(ORIGIN + 0.6)
+    again = grid.sample(stamps[-1])
+    assert np.array_equal(before.pose, again.pose) and np.array_equal(before.acceleration, again.acceleration)
+
+
+def test_the_player_samples_its_source_on_the_grid():
+    player = TrajectoryPlayer(MODEL, "operational_space")
+    player.measured(HOME, ORIGIN)
+    player.start(ORIGIN)
+    assert player.extend(ORIGIN + 0.0101)
+    reference, failure = player.sample(ORIGIN + 0.0101)
+    exact = player.active.sample(0.0101)
+    assert failure == "" and reference.t == ORIGIN + 0.0101
+    np.testing.assert_allclose(reference.pose, exact.pose, rtol=0, atol=1e-12)
+    assert player.last_reference is reference
