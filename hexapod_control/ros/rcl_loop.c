@@ -7,7 +7,9 @@
  * codegen/control_step.py, whose address it is given), publishes the command's bytes and tells the
  * step when (hexapod_step_published). It returns to Python, which does the rest as the wait-set loop
  * does, when:
- *   - the monotonic deadline passes (the watchdogs, the executor's poll): LOOP_DEADLINE;
+ *   - the monotonic deadline passes (the executor's poll), or no message came for LOOP_IO_QUIET
+ *     seconds (the watchdogs' turn: while states come, the step itself rejects a stale one):
+ *     LOOP_DEADLINE;
  *   - a message is one the compiled step does not finish (another layout, no reference knot, any
  *     row of the rule table but CONTROL): it and the messages taken after it are copied to
  *     `pending`, LOOP_PENDING;
@@ -21,6 +23,7 @@
 #include <rcl/wait.h>
 #include <rcutils/allocator.h>
 #include <rmw/serialized_message.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -61,7 +64,8 @@ typedef int (*step_published_fn)(double *memory, const double *settings, double 
 #define LOOP_IO_PENDING_NOW 17       /* ROS time [s] and monotonic [s] it was taken at */
 #define LOOP_IO_PENDING_STEADY 18
 #define LOOP_IO_LAST_ANSWERED 19     /* stamp of the last answer [s] */
-#define LOOP_IO_SIZE 20
+#define LOOP_IO_QUIET 20             /* [s] without a message after which to return (the watchdog's turn) */
+#define LOOP_IO_SIZE 21
 
 #define LOOP_LOG_ENTRY 3 /* answered stamp, publication time (ROS time), publication wall time - stamp */
 #define LOOP_MESSAGES 16 /* messages taken at one wake at most; the rest wait for the next */
@@ -120,8 +124,10 @@ int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, r
     double *memory = arrays[1];
     const double *settings = arrays[2];
     const double *inputs = arrays[0];
+    double last_message = clock_seconds(CLOCK_MONOTONIC);
     for (;;) {
-        const double remaining = io[LOOP_IO_DEADLINE] - clock_seconds(CLOCK_MONOTONIC);
+        const double now_steady = clock_seconds(CLOCK_MONOTONIC);
+        const double remaining = fmin(io[LOOP_IO_DEADLINE], last_message + io[LOOP_IO_QUIET]) - now_steady;
         if (remaining <= 0.0) {
             result = LOOP_DEADLINE;
             break;
@@ -155,6 +161,7 @@ int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, r
         if (count == 0) {
             continue;
         }
+        last_message = clock_seconds(CLOCK_MONOTONIC);
         io[LOOP_IO_SUPERSEDED] += count - 1;
         for (int k = 0; k < count; ++k) {
             const int answer = k == count - 1;

@@ -254,18 +254,20 @@ class RobotStackNode(ControllerNode):
             self._decimated_open = next(self._decimated, self) is not self
 
     # -------------------------------------------------------------- the rcl loop in C
-    def _serve_in_c(self, until: float) -> bool:
-        """Serve the joint states from the rcl loop in C until the monotonic ``until`` or until it
-        returns for Python's work (ros/native_loop.py); False when it cannot run now (not tracking,
-        no library, bytes not served), and the wait-set loop waits instead."""
+    def _serve_in_c(self, until: float, poll: float) -> bool:
+        """Serve the joint states from the rcl loop in C until the executor's ``poll`` (monotonic), a
+        pause in the joint states of a watchdog period (the watchdogs then run, as they run after
+        every return), or until it returns for Python's work (ros/native_loop.py); False when it
+        cannot run now (not tracking, no library, bytes not served), and the wait-set loop waits
+        for ``until`` instead."""
         if self._rcl_function is None or not self._serving or not self.control.ready_for_c():
             return False
         if self._rcl_loop is None or self._rcl_loop.step is not self.control.compiled_step:
             self._rcl_loop = RclLoop(self._rcl_function, self.context, self.loop.subscription,
                                      self.command_publisher, self.control.compiled_step)
         self.player.extend(self.supervisor.last_stamp + GRID_AHEAD_KNOTS * self.player.grid.period)
-        served = self._rcl_loop.run(until, self.control.tracking_status_due(), self._next_publication,
-                                    1 if self._decimated_open else 0)
+        served = self._rcl_loop.run(poll, self.watchdog_period, self.control.tracking_status_due(),
+                                    self._next_publication, 1 if self._decimated_open else 0)
         self.superseded_joint_states += served.superseded
         self.control.served_in_c(served.answers, served.taken, served.repeated, served.message_now, served.taken_now,
                                  served.taken_steady, served.last_answered)

@@ -55,16 +55,17 @@ class WaitSetLoop:
     ``deadline()`` is the next monotonic time ``on_deadline(now)`` is due. ``poll_period`` [s]:
     how often the executor's ready callbacks are run; ``poll_budget`` [s]: after how long a poll
     starts no further callback (by default it runs every one that is ready); ``raw``: the messages
-    are taken serialized (bytes), for an owner that reads them itself (ros/wire.py). ``serve(until)``:
-    asked before each wait whether the owner serves the subscription itself until the monotonic
-    time ``until`` or until it needs this loop (the robot stack's rcl loop in C, ros/native_loop.py);
-    it returns True when it did, False to let this loop wait.
+    are taken serialized (bytes), for an owner that reads them itself (ros/wire.py).
+    ``serve(until, poll)``: asked before each wait whether the owner serves the subscription itself
+    until the monotonic time ``until`` (the next deadline or poll, whichever comes first; ``poll``:
+    the next poll) or until it needs this loop (the robot stack's rcl loop in C,
+    ros/native_loop.py); it returns True when it did, False to let this loop wait.
     """
 
     def __init__(self, node, message_type, topic: str, qos, on_messages: Callable[[list], None],
                  deadline: Callable[[], float], on_deadline: Callable[[float], None], poll_period: float,
                  poll_budget: float = math.inf, raw: bool = False,
-                 serve: Callable[[float], bool] | None = None):
+                 serve: Callable[[float, float], bool] | None = None):
         self.node = node
         # The executor never runs this callback (OwnLoopGroup); rclpy requires one.
         self.subscription = node.create_subscription(message_type, topic, lambda message: on_messages([message]), qos,
@@ -95,7 +96,7 @@ class WaitSetLoop:
                         poll(executor, now + self.poll_budget)
                         next_poll = now + self.poll_period
                     wait_until = min(self.deadline(), next_poll)
-                    if self.serve is None or not self.serve(wait_until):
+                    if self.serve is None or not self.serve(wait_until, next_poll):
                         wait_set.clear_entities()
                         wait_set.add_subscription(subscription.handle)
                         wait_set.wait(max(int((wait_until - time.monotonic()) * NANOSECONDS), 0))
