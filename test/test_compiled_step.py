@@ -109,10 +109,13 @@ class TwinLoops:
                 np.testing.assert_allclose(law_a.integral, law_b.integral, rtol=0, atol=TOLERANCE)
 
 
-def run(controller: str, scenario, steps: int = STEPS, jitter: float = 0.0) -> TwinLoops:
+def run(controller: str, scenario, steps: int = STEPS, jitter: float = 0.0, loops=TwinLoops,
+        references: bool = True):
     """Close the loop on MuJoCo through the Python loop's answers; ``scenario(k, twin, plant, stamp,
-    q, qd)`` feeds step k's state (and whatever else) and returns the answer to apply, or None."""
-    twin = TwinLoops(controller)
+    q, qd)`` feeds step k's state (and whatever else) and returns the answer to apply, or None.
+    ``loops(controller)``: the loops compared; ``references``: fed each step (else the loops sample
+    their own at each state's stamp)."""
+    twin = loops(controller)
     trajectory = make_trajectory("operational_space", MODEL)
     robot = MujocoPlant(MODEL.parameters)
     robot.reset(MODEL.home_q)
@@ -120,7 +123,7 @@ def run(controller: str, scenario, steps: int = STEPS, jitter: float = 0.0) -> T
     for k in range(steps):
         t = plant.time
         stamp = message_time(t)
-        if k > 0 and not getattr(scenario, "silent_reference", lambda k: False)(k):
+        if references and k > 0 and not getattr(scenario, "silent_reference", lambda k: False)(k):
             sample = trajectory.sample(t - plant.dt)
             twin.reference(stamp, Reference(stamp, sample.pose, sample.velocity, sample.acceleration))
         answer = scenario(k, twin, plant, stamp, plant.joint_positions().copy(), plant.joint_velocities().copy())
@@ -230,6 +233,12 @@ def opposed(k, twin, plant, stamp, q, qd):
     return answer
 
 
+def assert_row_met(actions, action, words):
+    """Some answer of ``actions`` (action, reason) was the row's ``action`` with ``words`` in its reason."""
+    faults = [(a, r) for a, r in actions if a == action and words in r]
+    assert faults, f"the scenario never met its row ({action.value}: {words}); last {actions[-1]}"
+
+
 # (scenario, the row it must meet: action and words of the reason, its id)
 ROWS = [
     (glitch, Action.ZERO, "moved", "glitch_then_rearm"),
@@ -246,8 +255,7 @@ ROWS = [
 @pytest.mark.parametrize("scenario, action, words", [row[:3] for row in ROWS], ids=[row[3] for row in ROWS])
 def test_every_row_decides_alike(controller, scenario, action, words):
     twin = run(controller, scenario)
-    faults = [(a, r) for a, r in twin.actions if a == action and words in r]
-    assert faults, f"the scenario never met its row ({action.value}: {words}); last {twin.actions[-1]}"
+    assert_row_met(twin.actions, action, words)
     assert twin.compiled.finished["control"] > EVENT / 2
     assert sum(twin.compiled.deferred.values()) > 0 or scenario in (glitch, stale)
 

@@ -21,18 +21,15 @@ pytest.importorskip("rclpy")
 from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
-from test_compiled_step import EVENT, MODEL, ROWS, STEPS, TOLERANCE, reference_stale
+from test_compiled_step import EVENT, MODEL, ROWS, STEPS, TOLERANCE, assert_row_met, reference_stale
+from test_compiled_step import run as compiled_run
 
 from hexapod_control.control.loop import ControlLoop, Serialized
 from hexapod_control.control.reference_grid import ReferenceGrid
 from hexapod_control.control.safety import Action
 from hexapod_control.control.trajectories import make_trajectory
-from hexapod_control.errors import SimulationDivergedError
 from hexapod_control.ros.common import set_time
 from hexapod_control.ros.wire import JointStateWire, float64_array_message
-from hexapod_control.simulation.delay import DelayedPlant
-from hexapod_control.simulation.lockstep import message_time
-from hexapod_control.simulation.mujoco_plant import MujocoPlant
 
 TRAJECTORY = make_trajectory("operational_space", MODEL)
 GRID_KNOTS = 8
@@ -149,21 +146,7 @@ class TripleLoops:
 
 def run(controller: str, scenario, jitter: float = 0.0) -> TripleLoops:
     """test_compiled_step.run with the reference sampled at each state's stamp, off a grid."""
-    triple = TripleLoops(controller)
-    robot = MujocoPlant(MODEL.parameters)
-    robot.reset(MODEL.home_q)
-    plant = DelayedPlant(robot, 2, jitter_periods=jitter, seed=3)
-    for k in range(STEPS):
-        stamp = message_time(plant.time)
-        answer = scenario(k, triple, plant, stamp, plant.joint_positions().copy(), plant.joint_velocities().copy())
-        if answer is not None:
-            plant.apply_forces(answer.forces)
-        try:
-            plant.step()
-        except SimulationDivergedError:
-            break
-    triple.compare_state()
-    return triple
+    return compiled_run(controller, scenario, jitter=jitter, loops=TripleLoops, references=False)
 
 
 @pytest.mark.parametrize("controller", ["computed_torque", "double_loop"])
@@ -194,6 +177,5 @@ GRID_ROWS = [row for row in ROWS if row[0] is not reference_stale]
 @pytest.mark.parametrize("scenario, action, words", [row[:3] for row in GRID_ROWS], ids=[row[3] for row in GRID_ROWS])
 def test_every_row_decides_alike_from_the_bytes(controller, scenario, action, words):
     triple = run(controller, scenario)
-    faults = [(a, r) for a, r in triple.actions if a == action and words in r]
-    assert faults, f"the scenario never met its row ({action.value}: {words}); last {triple.actions[-1]}"
+    assert_row_met(triple.actions, action, words)
     assert triple.answered_in_c > 0
