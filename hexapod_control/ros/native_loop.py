@@ -1,15 +1,16 @@
 """The robot stack's joint states served by an rcl loop in C while it tracks (rcl_loop.c).
 
-Why. An rclpy node pays about 0.3 of a core at 1 kHz before doing any work: the wait set, the take
-and the publish, each a Python call with its objects (doc/benchmarks.md, "The floor"). While the
-stack tracks, everything per joint state is already one C call of the compiled step (reading the
-bytes, the reference off the grid, the decision, the command's bytes:
+Why. In an rclpy node the wait set, the take and the publish are Python calls with their objects
+at every state: at 1 kHz that floor alone is above the loop's budget (doc/benchmarks.md, "The
+floor"). While the stack tracks, everything per joint state is already one C call of the compiled
+step (reading the bytes, the reference off the grid, the decision, the command's bytes:
 ControlLoop.serialized_joint_state); this loop makes the wait, the take and the publish C calls
 too, so that no Python runs per state. It returns to the Python loop for everything else: the
 executor's poll, a pause in the joint states long enough for the watchdogs to look (while states
-come, the compiled step rejects a stale one itself), a message the compiled step does not finish, and the
-work that follows an answer now and then (a diagnostics status, the decimated outputs, a law status
-that is not ok). What it counted and logged meanwhile is handed over then (:meth:`RclLoop.run`).
+come, the compiled step rejects a stale one itself), a message the compiled step does not finish,
+and the work that follows an answer now and then (a diagnostics status, the decimated outputs, a
+law status that is not ok). What it counted and logged meanwhile is handed over then
+(:meth:`RclLoop.run`).
 
 The C file is compiled at first use against this environment's rcl (the PyPI wheels' headers, or
 a ROS 2 installation on AMENT_PREFIX_PATH) into the package's cache directory, keyed by the source
