@@ -39,6 +39,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_loop import STARTUP_TIMEOUT_S, STOP_M, stop  # noqa: E402 - the loop benchmark's driver setup
 
 from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY  # noqa: E402
+from hexapod_control.errors import CompilationError  # noqa: E402
+from hexapod_control.model.compiled import compile_into  # noqa: E402
 from hexapod_control.ros.native_loop import rcl_compile_command, rcl_prefix  # noqa: E402
 
 SETTLE_STATES = 2000  # answered before measuring: discovery, the first wakes
@@ -107,13 +109,10 @@ def build_rcl_echo(folder: Path) -> ctypes.CDLL | str:
     if prefix is None:
         return "no rcl headers in this environment or on AMENT_PREFIX_PATH"
     library = folder / "librcl_echo.so"
-    command = rcl_compile_command(RCL_ECHO_SOURCE, library, prefix)
     try:
-        built = subprocess.run(command, capture_output=True, text=True)
-    except FileNotFoundError:
-        return "no gcc"
-    if built.returncode != 0:
-        return f"gcc failed: {built.stderr.strip()[-500:]}"
+        compile_into(library, lambda output: rcl_compile_command(RCL_ECHO_SOURCE, output, prefix))
+    except CompilationError as error:
+        return str(error)
     echo_function = ctypes.CDLL(str(library)).hexapod_rcl_echo
     echo_function.restype = ctypes.c_long
     echo_function.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_size_t, ctypes.c_long, ctypes.c_int64, ctypes.c_void_p]

@@ -60,7 +60,7 @@ import tempfile
 import threading
 import time
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -156,13 +156,8 @@ def exclusive(lock_path: Path) -> Iterator[None]:
 def compile_library(
     source_files: Sequence[Path], compiler: Sequence[str] | None = None, cache_dir: Path | None = None
 ) -> tuple[Path, bool]:
-    """(path of the shared library built from ``source_files``, whether this call compiled it).
-
-    Under an exclusive lock on ``<library>.lock`` in the cache directory, so that concurrent
-    processes compile once: the others wait, then find the library. It is compiled to a temporary
-    file and renamed into place, so that no process ever sees a partial library, and a library that
-    a running process has loaded is never overwritten in place (that would crash it with SIGBUS).
-    """
+    """(path of the shared library built from ``source_files``, whether this call compiled it), in
+    the cache directory (:func:`compile_into`)."""
     compiler = list(compiler) if compiler is not None else default_compiler()
     cache_dir = Path(cache_dir) if cache_dir is not None else cache_directory()
     if cache_dir is None:
@@ -173,35 +168,46 @@ def compile_library(
         return target, False
     if not compiler or shutil.which(compiler[0]) is None:
         raise CompilationError(f"no C compiler: {' '.join(compiler) or '(empty CC)'} not found")
+    definition = f"-D{native_build.DIGEST_MACRO}={native_build.digest_definition(native_build.source_digest(sources))}"
+    files = [str(path) for path in source_files]
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        with exclusive(target.with_name(target.name + ".lock")):
-            if target.is_file():  # compiled by another process while this one waited
-                return target, False
-            return target, _compile_to(target, [str(path) for path in source_files], sources, compiler)
+        return target, compile_into(
+            target, lambda output: [*compiler, *COMPILE_FLAGS, definition, *files, "-o", output, *LINK_FLAGS])
     except OSError as error:
         raise CompilationError(f"cannot compile into {cache_dir}: {error}") from error
 
 
-def _compile_to(target: Path, source_files: list[str], sources: list[bytes], compiler: list[str]) -> bool:
-    descriptor, temporary = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
-    os.close(descriptor)
-    definition = f"-D{native_build.DIGEST_MACRO}={native_build.digest_definition(native_build.source_digest(sources))}"
-    command = [*compiler, *COMPILE_FLAGS, definition, *source_files, "-o", temporary, *LINK_FLAGS]
-    start = time.perf_counter()
-    try:
-        result = subprocess.run(
-            command, stdin=subprocess.DEVNULL, capture_output=True, timeout=COMPILE_TIMEOUT, check=False
-        )
-        if result.returncode != 0:
-            message = result.stderr.decode(errors="replace").strip().splitlines()[-20:]
-            raise CompilationError(f"`{' '.join(command)}` failed ({result.returncode}): " + "\n".join(message))
-        os.replace(temporary, target)
-    except (OSError, subprocess.SubprocessError) as error:
-        raise CompilationError(f"`{' '.join(command)}` failed: {error}") from error
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+def compile_into(target: Path, command: Callable[[str], list[str]]) -> bool:
+    """Build the shared library ``target`` with ``command(output)`` (the compiler's arguments, writing
+    the library at ``output``) unless it exists; whether this call compiled it, CompilationError when
+    the compiler fails.
+
+    Under an exclusive lock on ``<target>.lock``, so that concurrent processes compile once: the
+    others wait, then find the library. It is compiled to a temporary file and renamed into place,
+    so that no process ever sees a partial library, and a library that a running process has loaded
+    is never overwritten in place (that would crash it with SIGBUS).
+    """
+    with exclusive(target.with_name(target.name + ".lock")):
+        if target.is_file():  # compiled by another process while this one waited
+            return False
+        descriptor, temporary = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+        os.close(descriptor)
+        arguments = command(temporary)
+        start = time.perf_counter()
+        try:
+            result = subprocess.run(
+                arguments, stdin=subprocess.DEVNULL, capture_output=True, timeout=COMPILE_TIMEOUT, check=False
+            )
+            if result.returncode != 0:
+                message = result.stderr.decode(errors="replace").strip().splitlines()[-20:]
+                raise CompilationError(f"`{' '.join(arguments)}` failed ({result.returncode}): " + "\n".join(message))
+            os.replace(temporary, target)
+        except (OSError, subprocess.SubprocessError) as error:
+            raise CompilationError(f"`{' '.join(arguments)}` failed: {error}") from error
+        finally:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
     _LOG.info("compiled the C library in %.1f s: %s", time.perf_counter() - start, target)
     return True
 

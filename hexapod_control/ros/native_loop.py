@@ -24,13 +24,14 @@ import ctypes
 import hashlib
 import os
 import re
-import subprocess
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from hexapod_control.errors import CompilationError
 from hexapod_control.model import compiled
 
 SOURCE = Path(__file__).with_name("rcl_loop.c")
@@ -49,11 +50,12 @@ def rcl_prefix() -> Path | None:
     return None
 
 
-def rcl_compile_command(source: Path, library: Path, prefix: Path) -> list[str]:
-    """gcc's command for a shared library from ``source`` against the rcl of ``prefix``."""
+def rcl_compile_command(source: Path, library: Path | str, prefix: Path) -> list[str]:
+    """The C compiler's command (compiled.default_compiler) for a shared library from ``source`` against
+    the rcl of ``prefix``."""
     # ROS 2 installs each package's headers one level down: include/<package>/<package>/...
     includes = [f"-I{d}" for d in sorted((prefix / "include").iterdir()) if d.is_dir()]
-    return ["gcc", "-O2", "-shared", "-fPIC", str(source), *includes, f"-L{prefix / 'lib'}",
+    return [*compiled.default_compiler(), "-O2", "-shared", "-fPIC", str(source), *includes, f"-L{prefix / 'lib'}",
             *(f"-l{name}" for name in RCL_LIBRARIES), f"-Wl,-rpath,{prefix / 'lib'}", "-o", str(library)]
 
 
@@ -64,25 +66,20 @@ def loop_constants(source: Path = SOURCE) -> dict[str, int]:
 
 
 def build(cache: Path | None = None):
-    """The C loop's function, compiled (once per source and prefix) and loaded; or why not (a str)."""
+    """The C loop's function, compiled (once per source, prefix and compiler) and loaded; or why not (a str)."""
     prefix = rcl_prefix()
     if prefix is None:
         return "no rcl headers in this environment or on AMENT_PREFIX_PATH"
     cache = cache or compiled.cache_directory()
     if cache is None:
         return "no writable cache directory"
-    key = hashlib.sha256(SOURCE.read_bytes() + str(prefix).encode()).hexdigest()[:16]
+    key = hashlib.sha256(SOURCE.read_bytes() + str(prefix).encode() + shlex.join(compiled.default_compiler()).encode())
+    key = key.hexdigest()[:16]
     library = cache / f"libhexapod_rcl_loop-{key}.so"
-    with compiled.exclusive(library.with_name(library.name + ".lock")):
-        if not library.is_file():
-            building = library.with_name(f"{library.name}.{os.getpid()}.tmp")
-            try:
-                built = subprocess.run(rcl_compile_command(SOURCE, building, prefix), capture_output=True, text=True)
-            except FileNotFoundError:
-                return "no gcc"
-            if built.returncode != 0:
-                return f"gcc failed on {SOURCE.name}: {built.stderr.strip()[-500:]}"
-            os.replace(building, library)
+    try:
+        compiled.compile_into(library, lambda output: rcl_compile_command(SOURCE, output, prefix))
+    except (CompilationError, OSError) as error:
+        return f"{SOURCE.name} not compiled: {error}"
     function = ctypes.CDLL(str(library)).hexapod_rcl_loop
     function.restype = ctypes.c_int
     function.argtypes = [ctypes.c_void_p] * 5 + [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_void_p,
@@ -103,7 +100,7 @@ class Served:
     taken_now: float  # ROS time and monotonic time of the last state it took (NaN: none)
     taken_steady: float
     last_answered: float  # stamp of its last answer (NaN: none)
-    log: np.ndarray  # (answers, 3): answered stamp, publication ROS time, publication wall time - stamp
+    log: np.ndarray  # (answers, 2): answered stamp, publication time (ROS time: the wall clock)
     pending: list[bytes]  # messages for the Python loop, oldest first
     pending_status: int  # the compiled step's status of the first pending message
     pending_answer: bool  # it was to be answered (the others after it were taken with it)
