@@ -9,10 +9,10 @@ It reproduces a quintic move exactly and errs by at most max|xi^(6)| h^6 / 46080
 trajectory (h: the grid's period; the ``h^6/(6! 2^6)`` bound of Hermite interpolation), far below
 the model's accuracy at the shipped period (test_reference_grid.py measures it on each trajectory).
 
-The knots live in one array, :attr:`ReferenceGrid.array`, laid out as the header ``GRID_FIELDS`` (codegen/control_step.py) then
-``capacity`` knots of :data:`KNOT` values (pose, velocity, acceleration): the compiled step
-(codegen/control_step.py) interpolates the same knots with the same arithmetic, in the same order,
-so that both give the same numbers. The grid only holds knots; :meth:`ReferenceGrid.extend` adds
+The knots live in one array, :attr:`ReferenceGrid.array`, laid out as the header ``GRID_FIELDS``
+then ``capacity`` knots of :data:`KNOT` values (pose, velocity, acceleration): the compiled step
+(codegen/control_step.py, which defines that layout) interpolates the same knots with the same
+arithmetic, in the same order, so that both give the same numbers. The grid only holds knots; :meth:`ReferenceGrid.extend` adds
 the ones a stamp needs, and whoever owns the source (trajectory_player.py) decides what a source
 that fails to sample means.
 """

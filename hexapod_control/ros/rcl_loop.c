@@ -67,7 +67,7 @@ typedef int (*step_published_fn)(double *memory, const double *settings, double 
 #define LOOP_IO_QUIET 20             /* [s] without a message after which to return (the watchdog's turn) */
 #define LOOP_IO_SIZE 21
 
-#define LOOP_LOG_ENTRY 3 /* answered stamp, publication time (ROS time), publication wall time - stamp */
+#define LOOP_LOG_ENTRY 2 /* answered stamp, publication time (ROS time: the wall clock) */
 #define LOOP_MESSAGES 16 /* messages taken at one wake at most; the rest wait for the next */
 
 static double clock_seconds(clockid_t clock)
@@ -202,7 +202,6 @@ int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, r
             const long entry = (long)io[LOOP_IO_LOG_COUNT];
             log[LOOP_LOG_ENTRY * entry] = stamp;
             log[LOOP_LOG_ENTRY * entry + 1] = published;
-            log[LOOP_LOG_ENTRY * entry + 2] = published - stamp;
             io[LOOP_IO_LOG_COUNT] = entry + 1;
             io[LOOP_IO_ANSWERS] += 1.0;
             io[LOOP_IO_LAST_ANSWERED] = stamp;

@@ -234,24 +234,27 @@ class RobotStackNode(ControllerNode):
     def _answered_in_step(self) -> None:
         """Publish the compiled step's command, as _answered publishes the Python objects' answer."""
         stamp = self.supervisor.feedback.stamp
-        self.timing_log.record("answer_stamps", stamp)
-        self.timing_log.record("publish_times", time.time())
         self.command_publisher.publish(self.control.command_bytes)
         self.commands_published += 1
+        self._log_answer(stamp, time.time())
         self.control.published(stamp, seconds(self))
-        if self._wall_clock:
-            self.latencies.add(time.time() - stamp)
         self._after_answer_in_step(stamp, self._serialized_at)
+
+    def _log_answer(self, stamp: float, published: float) -> None:
+        """An answer of the compiled step to the state stamped ``stamp``, published at the wall time
+        ``published``: in the timing log and the latencies."""
+        self.timing_log.record("answer_stamps", stamp)
+        self.timing_log.record("publish_times", published)
+        if self._wall_clock:
+            self.latencies.add(published - stamp)
 
     def _after_answer_in_step(self, stamp: float, now: float) -> None:
         """The diagnostics status and the decimated outputs after an answer of the compiled step."""
         status = self.control.diagnostic(now)
         if status is not None:
             self._publish_status(now, status)
-        if stamp >= self._next_publication:  # armed: no measured pose for the player to follow
-            self._publish_decimated(stamp, *self.control.answered_in_step())
-        else:
-            self._decimated_open = next(self._decimated, self) is not self
+        # Armed: no measured pose for the player to follow.
+        self._advance_decimated(stamp, self.control.answered_in_step)
 
     # -------------------------------------------------------------- the rcl loop in C
     def _serve_in_c(self, until: float, poll: float) -> bool:
@@ -273,10 +276,8 @@ class RobotStackNode(ControllerNode):
                                  served.taken_steady, served.last_answered)
         self.commands_published += served.answers
         self.rcl_loop_answers += served.answers
-        for stamp, published, latency in served.log.tolist():
-            self.timing_log.record("answer_stamps", stamp)
-            self.timing_log.record("publish_times", published)
-            self.latencies.add(latency)
+        for stamp, published in served.log.tolist():
+            self._log_answer(stamp, published)
         if served.reason == "answered":
             self._after_answer_in_step(served.last_answered, served.taken_now)
         elif served.reason == "pending":
@@ -332,7 +333,7 @@ class RobotStackNode(ControllerNode):
     def _reference_for(self, stamp: float) -> None:
         """The trajectory sample at the stamp of a state that will be answered (and only of such a one)."""
         if self._serving:  # the compiled step took references the player did not sample
-            self.player.last_reference = self.control.current_reference() or self.player.last_reference
+            self._player_from_taken_reference()
         if self._autostart:
             self._autostart = False  # at the first joint state: the trajectory's t = 0 is its stamp
             self.player.start(stamp, autostart=True)
@@ -347,16 +348,16 @@ class RobotStackNode(ControllerNode):
             self.latencies.add(time.time() - stamp)
         if record.pose is not None:  # the hold before anything is started, where the platform is until armed
             self.player.measured(record.pose, stamp, follow=self.supervisor.state != SupervisorState.ARMED)
-        if stamp >= self._next_publication:
-            self._publish_decimated(stamp, record, self._reference)
-        else:
-            self._decimated_open = next(self._decimated, self) is not self
+        self._advance_decimated(stamp, lambda: (record, self._reference))
 
-    def _publish_decimated(self, stamp: float, record, reference) -> None:
-        self._next_publication = stamp + self.publish_period
-        for _ in self._decimated:  # what is left of the previous publication goes out first
-            pass
-        self._decimated = self._decimated_outputs(stamp, record, reference)
+    def _advance_decimated(self, stamp: float, answer) -> None:
+        """After the answer to the state stamped ``stamp``: a new publication of the decimated outputs
+        when due, of ``answer()``'s (record, reference), else the next output of the one under way."""
+        if stamp >= self._next_publication:
+            self._next_publication = stamp + self.publish_period
+            for _ in self._decimated:  # what is left of the previous publication goes out first
+                pass
+            self._decimated = self._decimated_outputs(stamp, *answer())
         self._decimated_open = next(self._decimated, self) is not self
 
     def _decimated_outputs(self, stamp: float, record, reference) -> Iterator[None]:
@@ -400,10 +401,15 @@ class RobotStackNode(ControllerNode):
         except (HexapodError, ValueError) as error:
             self.get_logger().error(f"goal pose rejected: {error}")
 
+    def _player_from_taken_reference(self) -> None:
+        """The player's last reference is the one the loop took last, by the compiled step or not: where
+        a change starts, and where a source that fails to sample holds."""
+        self.player.last_reference = self.control.current_reference() or self.player.last_reference
+
     def _latest_stamp(self) -> float:
         """The player runs on joint-state stamps: a change starts at the latest one taken, from the
         latest reference taken (which the compiled step may have taken without the player)."""
-        self.player.last_reference = self.control.current_reference() or self.player.last_reference
+        self._player_from_taken_reference()
         feedback = self.supervisor.feedback
         if feedback is None:
             raise InvalidInputError("no joint state received yet")
