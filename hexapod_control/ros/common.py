@@ -289,16 +289,19 @@ def run_node(factory: Callable[[], object], name: str, args: list[str] | None = 
         gc.collect()
         gc.freeze()
         try:
-            node.spin(executor)
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
-        except Exception:
-            # Ctrl-C: rclpy's signal handler invalidates the context, and a callback publishing at
-            # that moment raises. That is a normal exit; with the context still valid it is a bug.
-            # The invalidation can lag the interrupt under load (seen in launch tests: a RuntimeError
-            # from the executor taking a message while the context was still valid): wait for it.
-            if _context_stays_valid(SHUTDOWN_GRACE_S):
-                raise
+            try:
+                node.spin(executor)
+            except (KeyboardInterrupt, ExternalShutdownException):
+                pass
+            except Exception:
+                # Ctrl-C: rclpy's signal handler invalidates the context, and a callback publishing at
+                # that moment raises. That is a normal exit; with the context still valid it is a bug.
+                # The invalidation can lag the interrupt under load (seen in launch tests: a RuntimeError
+                # from the executor taking a message while the context was still valid): wait for it.
+                if _context_stays_valid(SHUTDOWN_GRACE_S):
+                    raise
+        except KeyboardInterrupt:
+            pass  # that Ctrl-C's own KeyboardInterrupt, delivered while the error it caused was handled
         finally:
             executor.shutdown()
             node.destroy_node()
