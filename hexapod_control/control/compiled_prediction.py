@@ -109,6 +109,26 @@ def attach(model, steps: int, choice: str | None = None) -> CompiledPrediction |
     return None if library is None else CompiledPrediction(library, model, steps)
 
 
+def packed_constants(library: PredictionLibrary, model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The arrays of ``model`` the C functions read: the cycle's settings (its kinematic entries; the
+    others NaN, unused), the drives (the symmetric law) and the model parameters."""
+    cycle = library.cycle
+    settings = np.full(cycle.size(cycle.settings), math.nan)
+    for name, value in compiled_cycle.kinematic_settings(model.kinematics).items():
+        settings[cycle.settings[name]] = value
+    drives = model.dynamics.actuators
+    packed_drives = np.zeros(cycle.size(library.drives))
+    for name, values in (
+        ("reflected_inertia", drives.inertia),
+        ("viscous_friction", drives.viscous),
+        ("coulomb_friction", drives.coulomb),
+        ("coulomb_smoothing_speed", drives.smoothing_speed),
+        ("rigid", float(drives.rigid)),
+    ):
+        packed_drives[library.drives[name]] = values
+    return settings, packed_drives, np.array(pack_parameters(model.parameters))
+
+
 class CompiledPrediction:
     """One controller's buffers and packed constants for the three calls, and the counts of the calls.
 
@@ -119,20 +139,7 @@ class CompiledPrediction:
     def __init__(self, library: PredictionLibrary, model, steps: int):
         self.library = library
         cycle = library.cycle
-        self._settings = np.full(cycle.size(cycle.settings), math.nan)  # the cycle's other entries unused
-        for name, value in compiled_cycle.kinematic_settings(model.kinematics).items():
-            self._settings[cycle.settings[name]] = value
-        drives = model.dynamics.actuators
-        self._drives = np.zeros(cycle.size(library.drives))
-        for name, values in (
-            ("reflected_inertia", drives.inertia),
-            ("viscous_friction", drives.viscous),
-            ("coulomb_friction", drives.coulomb),
-            ("coulomb_smoothing_speed", drives.smoothing_speed),
-            ("rigid", float(drives.rigid)),
-        ):
-            self._drives[library.drives[name]] = values
-        self._parameters = np.array(pack_parameters(model.parameters))
+        self._settings, self._drives, self._parameters = packed_constants(library, model)
         constants = tuple(buffer.ctypes.data for buffer in (self._drives, self._settings, self._parameters))
 
         offsets = [cycle.state[name] for name in WARM_START]

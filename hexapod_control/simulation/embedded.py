@@ -28,6 +28,9 @@ step, as long as the force that holds it stays within its ``static_friction``; t
 needs the most beyond it breaks away first, then the others are checked again (the sliders are
 coupled through M_bar).
 
+A step with ``semi_implicit_euler`` and the smooth law, rigid or not, runs in C on a model of the C
+dynamics (:mod:`.compiled_plant`); this module's Python step is its reference and runs the rest.
+
 External forces (:meth:`EmbeddedSimulator.set_external_forces`: a push, a collision, a fault) act
 on the sliders besides the drive forces and are not saturated.
 """
@@ -43,6 +46,7 @@ from hexapod_control.errors import HexapodError, ParameterError, SimulationDiver
 from hexapod_control.model.hexapod import JOINT_NAMES, HexapodModel
 from hexapod_control.model.parameters import HexapodParameters, SimulationSettings
 from hexapod_control.model.validation import as_vector
+from hexapod_control.simulation import compiled_plant
 from hexapod_control.simulation.plant import Plant
 
 _ZERO6 = (0.0,) * 6  # q_dd of the bias forces C_bar q_d + g_bar + f(q_d)
@@ -52,7 +56,7 @@ class EmbeddedSimulator(Plant):
     """Forward dynamics of :class:`HexapodModel` at a fixed step, with force saturation."""
 
     def __init__(self, parameters: HexapodParameters, settings: SimulationSettings | None = None,
-                 model: HexapodModel | None = None):
+                 model: HexapodModel | None = None, compiled: bool = True):
         self.parameters = parameters
         self.settings = settings or parameters.simulation
         self.dt = self.settings.dt
@@ -67,6 +71,8 @@ class EmbeddedSimulator(Plant):
                 f"simulation.embedded.integrator semi_implicit_euler, got {self.settings.embedded.integrator}"
             )
         self._static_friction = np.array(parameters.actuators.static_friction)
+        # The C step where it has this plant (simulation/compiled_plant.py); None: the Python one.
+        self.compiled = compiled_plant.attach(self.model, self.settings, self._stick_slip) if compiled else None
         self.reset(np.full(6, parameters.home_actuator_position))
 
     @property
@@ -166,6 +172,13 @@ class EmbeddedSimulator(Plant):
         rk4 = self.settings.embedded.integrator == "rk4"
         for _ in range(steps):
             q, qd = self._q, self._qd
+            if self.compiled is not None:
+                forces = self._forces if self._external is None else [f + e for f, e in zip(self._forces, self._external)]
+                stepped = self.compiled.step(q, qd, forces, self.kinematic_state)
+                if stepped is not None:
+                    self._q, self._qd, self._phi = stepped
+                    self._finish_step()
+                    continue
             try:
                 for _ in range(self.settings.embedded.substeps):
                     if rk4:
@@ -186,9 +199,12 @@ class EmbeddedSimulator(Plant):
                     f"exceeds {self.settings.embedded.max_actuator_speed} m/s (q = {list(q)})"
                 )
             self._q, self._qd = q, qd
-            self._steps += 1
-            self._history.append((q, qd))
-            self._measure()
+            self._finish_step()
+
+    def _finish_step(self) -> None:
+        self._steps += 1
+        self._history.append((self._q, self._qd))
+        self._measure()
 
     def _rk4(self, q, qd, h):
         q, qd = np.array(q), np.array(qd)

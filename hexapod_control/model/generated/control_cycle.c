@@ -4,8 +4,9 @@
  * around the generated dynamics terms of dynamics_terms.c. Built with dynamics_terms.c into one shared
  * library, at install by setup.py, else at first use by hexapod_control/model/compiled.py; called by
  * hexapod_control/control/compiled_cycle.py. The Python controllers stay the reference and the fallback.
- * At the end, the delay compensation's numeric core (hexapod_control/codegen/delay_prediction.py) and
- * the whole step per joint state around it (hexapod_control/codegen/control_step.py).
+ * At the end, the delay compensation's numeric core (hexapod_control/codegen/delay_prediction.py),
+ * the whole step per joint state around it (hexapod_control/codegen/control_step.py) and the embedded
+ * plant's step (hexapod_control/codegen/plant_step.py).
  *
  *   int hexapod_cycle_<controller>(const double q[6], const double qd[6], const double reference[18],
  *                                  double period, double feedback_scale, double state[24],
@@ -1549,4 +1550,122 @@ int hexapod_step_message(void *const *arrays, const unsigned char *data, long si
     memory[MEMORY_REFERENCE_RECEIVED] = now;
     memcpy((unsigned char *)arrays[10] + wire[WIRE_COMMAND], out + OUTPUT_FORCES, 6 * sizeof(double));
     return STEP_STATUS_CONTROL;
+}
+
+/* Layouts of the plant step's arrays (read by compiled_plant.py), and their offsets. */
+const char hexapod_plant_settings[] = "substep[1] substeps[1] max_actuator_speed[1]";
+const char hexapod_plant_outputs[] = "q[6] qd[6] phi[3] state[24]";
+#define PLANT_SETTING_SUBSTEP 0
+#define PLANT_SETTING_SUBSTEPS 1
+#define PLANT_SETTING_MAX_ACTUATOR_SPEED 2
+#define PLANT_SETTING_SIZE 3
+#define PLANT_Q 0
+#define PLANT_QD 6
+#define PLANT_PHI 12
+#define PLANT_STATE 15
+#define PLANT_SIZE 39
+
+/* ------------------------------------------------------------------------------ the embedded plant */
+/* EmbeddedSimulator.step with semi_implicit_euler and the drives' smooth law (codegen/plant_step.py),
+ * called by simulation/compiled_plant.py. `forces` act over the whole step (the drives' saturated
+ * forces plus the external ones); `state` is the plant's KinematicState in the control cycle's state
+ * layout, read only: out holds the state advanced by every substep's forward kinematics. out = q, q_d
+ * at the end of the step, phi of the last substep's start (EmbeddedSimulator._phi), the state.
+ * Returns ok, or the status where the Python step raises or continues (the caller then runs it).
+ *
+ *   int hexapod_plant_step(const double q[6], const double qd[6], const double forces[6],
+ *                          const double state[...], const double plant_settings[3], const double drives[25],
+ *                          const double settings[...], const double parameters[...], double out[...])
+ */
+
+/* The implicit step's diagonal: h (b / 2 + F_c / v_s (1 - tanh^2(q_d / v_s))), ActuatorModel.coulomb_slope. */
+static double plant_damping(const double *drives, int k, double qd, double h)
+{
+    const double speed = drives[DRIVE_COULOMB_SMOOTHING_SPEED + k];
+    const double shape = tanh(qd / speed);
+    return h * (0.5 * drives[DRIVE_VISCOUS_FRICTION + k] + drives[DRIVE_COULOMB_FRICTION + k] / speed * (1.0 - shape * shape));
+}
+
+/* EmbeddedSimulator._acceleration after phi: rigid, the generated forward dynamics; with drives,
+ * (M_bar + h diag(b / 2 + dF_c / dq_d)) q_dd = tau - C_bar q_d - g_bar - f(q_d), solved by LU. */
+static int plant_acceleration(const double *q, const double *qd, const double *phi, const double *forces, double h,
+                              const double *drives, const double *parameters, double *acceleration)
+{
+    if (drives[DRIVE_RIGID] != 0.0) {
+        if (reduced_forward_dynamics(q, phi, qd, forces, parameters, acceleration) != 0 ||
+            !cycle_all_finite(acceleration, 6)) {
+            return STATUS_SINGULAR_TERMS;
+        }
+        return STATUS_OK;
+    }
+    const double rest[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double bias[6], mass[36], matrix[36], net[6];
+    const int status = prediction_inverse_dynamics(q, qd, rest, phi, drives, parameters, bias);
+    if (status != STATUS_OK) {
+        return status;
+    }
+    if (reduced_mass_matrix(q, phi, parameters, mass) != 0 || !cycle_all_finite(mass, 36)) {
+        return STATUS_SINGULAR_TERMS;
+    }
+    for (int i = 0; i < N_ACTUATORS; ++i) {
+        for (int j = 0; j < N_ACTUATORS; ++j) {
+            /* ReducedDynamics.mass_matrix: symmetrised, the reflected inertia on the diagonal. */
+            double entry = 0.5 * (mass[6 * i + j] + mass[6 * j + i]);
+            if (i == j) {
+                entry = entry + drives[DRIVE_REFLECTED_INERTIA + i];
+                entry = entry + plant_damping(drives, i, qd[i], h);
+            }
+            matrix[6 * i + j] = entry;
+        }
+        net[i] = forces[i] - bias[i];
+    }
+    if (!cycle_solve(matrix, net, acceleration)) {
+        return STATUS_SINGULAR_SOLVE;
+    }
+    return cycle_all_finite(acceleration, 6) ? STATUS_OK : STATUS_NON_FINITE_OUTPUT;
+}
+
+int hexapod_plant_step(const double *q, const double *qd, const double *forces, const double *state,
+                       const double *plant_settings, const double *drives, const double *settings,
+                       const double *parameters, double *out)
+{
+    const double h = plant_settings[PLANT_SETTING_SUBSTEP];
+    const int substeps = (int)plant_settings[PLANT_SETTING_SUBSTEPS];
+    if (!cycle_all_finite(q, 6) || !cycle_all_finite(qd, 6) || !cycle_all_finite(forces, 6) ||
+        !cycle_all_finite(state, STATE_SIZE)) {
+        return STATUS_INVALID_INPUT;
+    }
+    double *q_now = out + PLANT_Q, *qd_now = out + PLANT_QD, *phi = out + PLANT_PHI, *warm = out + PLANT_STATE;
+    memcpy(q_now, q, 6 * sizeof(double));
+    memcpy(qd_now, qd, 6 * sizeof(double));
+    memcpy(warm, state, STATE_SIZE * sizeof(double));
+    for (int substep = 0; substep < substeps; ++substep) {
+        double guess[3], closure[18], acceleration[6];
+        int iterations = 0;
+        double residual = 0.0;
+        cycle_predict_phi(q_now, warm, guess);
+        int status = cycle_solve_passive(q_now, guess, settings, phi, closure, &iterations, &residual);
+        if (status != STATUS_OK) {
+            return status;
+        }
+        cycle_advance(q_now, phi, warm);
+        status = plant_acceleration(q_now, qd_now, phi, forces, h, drives, parameters, acceleration);
+        if (status != STATUS_OK) {
+            return status;
+        }
+        for (int k = 0; k < N_ACTUATORS; ++k) {
+            qd_now[k] = qd_now[k] + h * acceleration[k];
+        }
+        for (int k = 0; k < N_ACTUATORS; ++k) {
+            q_now[k] = q_now[k] + h * qd_now[k];
+        }
+    }
+    /* The divergence guard: every q finite and every |q_d| within the speed. */
+    const double max_speed = plant_settings[PLANT_SETTING_MAX_ACTUATOR_SPEED];
+    for (int k = 0; k < N_ACTUATORS; ++k) {
+        if (!isfinite(q_now[k]) || !(fabs(qd_now[k]) <= max_speed)) {
+            return STATUS_NON_FINITE_OUTPUT;
+        }
+    }
+    return STATUS_OK;
 }
