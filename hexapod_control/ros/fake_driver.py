@@ -37,8 +37,10 @@ Board       ``board:=none`` (default): the forces act on the plant directly, as 
             clock (its blocking read), the others by the deadlines below.
 
 Loop. One thread does everything (:class:`hexapod_control.ros.wait_set_loop.WaitSetLoop`): it
-waits for commands until the next absolute ``time.monotonic`` deadline, 1/``rate`` apart, and at the
-deadline does the work of a tick itself (apply the command, step, publish), so neither an rclpy
+sleeps until the next absolute ``time.monotonic`` deadline, 1/``rate`` apart, and at the deadline
+takes the commands that arrived meanwhile (each one's age counted from its DDS reception time, as
+ros2_control reads its command interfaces at each update) and does the work of a tick itself
+(apply the command, step, publish), so neither an rclpy
 timer's scheduling nor a second Python thread competing for the interpreter lock sits between the
 deadline and the state going out (with a loop thread beside an executor thread the GIL hand-over
 alone cost whole periods: hundreds of overruns a run, doc/benchmarks.md). Each tick advances the plant by the scheduled
@@ -262,7 +264,7 @@ class FakeDriverNode(HexapodNode):
         )
         self._throttle = DiagnosticThrottle(parameters.safety.diagnostics_period)
         self.loop = WaitSetLoop(self, Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS, self._on_commands,
-                                self._deadline, self._on_deadline, SERVICE_POLL_PERIOD_S)
+                                self._deadline, self._on_deadline, SERVICE_POLL_PERIOD_S, at_deadline=True)
 
     def _deadline(self) -> float:
         """When the next tick is due: a board paced by its own clock is always due once it samples
@@ -289,13 +291,16 @@ class FakeDriverNode(HexapodNode):
         return response
 
     # -------------------------------------------------------------- commands
-    def _on_commands(self, messages: list[Float64MultiArray]) -> None:
-        now, arrival = time.monotonic(), time.time()
-        for message in messages:  # every one is counted; the last valid one is held
-            self.timing_log.record("command_arrivals", arrival)
+    def _on_commands(self, messages: list[Float64MultiArray], receptions: list[int]) -> None:
+        """The commands waiting at a tick, with their DDS reception times [ns, system clock]."""
+        now, taken = time.monotonic(), time.time_ns()
+        for message, received in zip(messages, receptions):  # every one is counted; the last valid one is held
+            arrival = received or taken  # a middleware that gives no reception time: when taken
+            self.timing_log.record("command_arrivals", arrival * 1e-9)
             self.window_commands += 1
             try:
-                self.command.receive(message.data, now)
+                # Its age counts from its arrival, not from the tick that took it.
+                self.command.receive(message.data, now - max(taken - arrival, 0) * 1e-9)
             except InvalidInputError as error:
                 self.get_logger().warning(f"rejecting effort command, not applied: {error}", throttle_duration_sec=1.0)
 

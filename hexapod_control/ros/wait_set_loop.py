@@ -4,8 +4,8 @@ Why. rclpy's executors rebuild their wait set from every entity of the node (its
 parameter services, timers, the /clock subscription) and run a generator and a task per callback.
 In the 1 kHz loop that was a third of the controller's CPU (py-spy) and most of the time from a
 joint state's arrival to its answer. Here the one subscription the loop lives on (the joint states
-of the robot stack, the effort commands of the fake driver) waits alone in a wait set of one
-entry, and its messages are taken directly. The rest of the node (services, parameter services,
+of the robot stack, the effort commands of the fake driver) is served alone: it waits in a wait set
+of one entry (or not at all, below), and its messages are taken directly. The rest of the node (services, parameter services,
 timers, /clock) stays with the executor, which is polled without waiting every ``poll_period``: a
 service answers within that, and costs nothing between. A poll runs one ready callback and starts
 no further one once ``poll_budget`` has passed, so no rate of requests delays the loop's own work
@@ -15,6 +15,12 @@ waits in its queue, not in the loop).
 The owner gives a deadline (monotonic seconds) and what to do at it: the fake driver's next tick,
 the robot stack's next watchdog check. The wait never outlasts the deadline, so timing work runs on
 time however quiet the subscription is.
+
+An owner that needs its messages only at its deadline (the fake driver applies the commands at its
+ticks, as ros2_control's command interfaces are read at each update) asks for ``at_deadline``: the
+loop then sleeps until the deadline or the next poll, and takes the messages waiting just before
+``on_deadline``. A message no longer wakes the loop (at 1 kHz that halves the wake-ups of a driver
+that ticks at 1 kHz), and each one's DDS reception time says when it arrived.
 
 The loop's subscription belongs to an :class:`OwnLoopGroup`, which the executor never runs, so
 nothing takes its messages but this loop. Everything runs in the calling thread: the owner's state
@@ -50,12 +56,15 @@ class OwnLoopGroup(CallbackGroup):
 class WaitSetLoop:
     """Serve one subscription of ``node`` from a wait set of its own; poll the executor for the rest.
 
-    The loop subscribes to ``topic`` itself (in an :class:`OwnLoopGroup`). ``on_messages(messages)``
-    gets every message taken at one wake, oldest first (more than one when the loop fell behind);
+    The loop subscribes to ``topic`` itself (in an :class:`OwnLoopGroup`). ``on_messages(messages,
+    receptions)`` gets every message taken at one wake, oldest first (more than one when the loop
+    fell behind), and when DDS received each one (system clock [ns], 0 where the middleware does
+    not tell);
     ``deadline()`` is the next monotonic time ``on_deadline(now)`` is due. ``poll_period`` [s]:
     how often the executor's ready callbacks are run; ``poll_budget`` [s]: after how long a poll
     starts no further callback (by default it runs every one that is ready); ``raw``: the messages
-    are taken serialized (bytes), for an owner that reads them itself (ros/wire.py).
+    are taken serialized (bytes), for an owner that reads them itself (ros/wire.py); ``at_deadline``:
+    the messages are taken just before each ``on_deadline`` only (module doc).
     ``serve(until, poll)``: asked before each wait whether the owner serves the subscription itself
     until the monotonic time ``until`` (the next deadline or poll, whichever comes first; ``poll``:
     the next poll) or until it needs this loop (the robot stack's rcl loop in C,
@@ -65,11 +74,12 @@ class WaitSetLoop:
     def __init__(self, node, message_type, topic: str, qos, on_messages: Callable[[list], None],
                  deadline: Callable[[], float], on_deadline: Callable[[float], None], poll_period: float,
                  poll_budget: float = math.inf, raw: bool = False,
-                 serve: Callable[[float, float], bool] | None = None):
+                 serve: Callable[[float, float], bool] | None = None, at_deadline: bool = False):
         self.node = node
         # The executor never runs this callback (OwnLoopGroup); rclpy requires one.
-        self.subscription = node.create_subscription(message_type, topic, lambda message: on_messages([message]), qos,
-                                                     callback_group=OwnLoopGroup(), raw=raw)
+        self.subscription = node.create_subscription(message_type, topic, lambda message: on_messages([message], [0]),
+                                                     qos, callback_group=OwnLoopGroup(), raw=raw)
+        self.at_deadline = at_deadline
         self.on_messages = on_messages
         self.deadline = deadline
         self.on_deadline = on_deadline
@@ -96,16 +106,18 @@ class WaitSetLoop:
                         poll(executor, now + self.poll_budget)
                         next_poll = now + self.poll_period
                     wait_until = min(self.deadline(), next_poll)
-                    if self.serve is None or not self.serve(wait_until, next_poll):
+                    if self.at_deadline:
+                        time.sleep(max(wait_until - time.monotonic(), 0.0))
+                    elif self.serve is None or not self.serve(wait_until, next_poll):
                         wait_set.clear_entities()
                         wait_set.add_subscription(subscription.handle)
                         wait_set.wait(max(int((wait_until - time.monotonic()) * NANOSECONDS), 0))
                         if wait_set.is_ready("subscription", 0):
-                            messages = self._take_all()
-                            if messages:
-                                self.on_messages(messages)
+                            self._take_all()
                     now = time.monotonic()
                     if now >= self.deadline():
+                        if self.at_deadline:
+                            self._take_all()
                         self.on_deadline(now)
         except _rclpy.InvalidHandle:
             if context.ok():
@@ -113,14 +125,19 @@ class WaitSetLoop:
             # The context was shut down under a callback (Ctrl-C, a test's teardown) while it
             # published: nothing is left to serve.
 
-    def _take_all(self) -> list:
-        messages = []
+    def _take_all(self) -> None:
+        """Take every waiting message and hand them over, if any."""
+        messages, receptions = [], []
         subscription = self.subscription
         while True:
             taken = subscription.handle.take_message(subscription.msg_type, subscription.raw)
             if taken is None:
-                return messages
-            messages.append(taken[0])
+                break
+            message, info = taken
+            messages.append(message)
+            receptions.append(info.get("received_timestamp", 0))
+        if messages:
+            self.on_messages(messages, receptions)
 
 
 
