@@ -17,7 +17,8 @@ the commands, and the stack's answered stamp and publication time of each comman
 (``answers``). So no third process has to listen at 1 kHz. Printed per run:
 
 * joint states answered: commands that answered a joint state of the window / its joint states;
-* latency from a joint state's stamp to its command's arrival at the driver: median, p99, max;
+* latency from a joint state's stamp to its command's arrival at the driver: median, p99, max; and
+  its parts: from the stamp to the tick that published the state, and to the stack's publication;
 * periods late: driver ticks from a command's joint state to the first tick after it arrived
   (1 = applied at the next tick), as a histogram;
 * the stack's faults (watchdog trips included) and superseded joint states, the driver's overruns;
@@ -76,9 +77,11 @@ def cycle_ratios() -> dict[str, float]:
     return {key.removesuffix(" (compiled)"): value / step for key, value in median.items() if key.endswith("(compiled)")}
 
 
-def answers(driver, stack, start: float, end: float) -> tuple[int, np.ndarray, Counter]:
+def answers(driver, stack, start: float, end: float) -> tuple[int, np.ndarray, Counter, dict[str, np.ndarray]]:
     """Joint states stamped in [start, end), the latency [s] of each command that answered one of
-    them (stamp -> arrival at the driver), and how many ticks late each was applied (module doc)."""
+    them (stamp -> arrival at the driver), how many ticks late each was applied (module doc), and
+    the parts of the latency [s] (the stamp to the tick that published the state, to the stack's
+    publication of its answer)."""
     stamps, ticks, arrivals = driver["state_stamps"], driver["tick_times"], driver["command_arrivals"]
     answered, published = stack["answer_stamps"], stack["publish_times"]
     # Delivery keeps the order (reliable, one writer), so arrival k is publication first + k. The
@@ -98,7 +101,9 @@ def answers(driver, stack, start: float, end: float) -> tuple[int, np.ndarray, C
     tick = np.searchsorted(stamps, stamp - STAMP_MATCH_S)
     applied = np.searchsorted(ticks, arrival, side="right")
     late = Counter(np.minimum(applied - tick, LATE_BUCKETS).tolist())
-    return int(np.sum((stamps >= start) & (stamps < end))), arrival - stamp, late
+    parts = {"the tick that published the state began": ticks[np.minimum(tick, ticks.size - 1)] - stamp,
+             "the stack published the answer": published[sent][keep] - stamp}
+    return int(np.sum((stamps >= start) & (stamps < end))), arrival - stamp, late, parts
 
 
 def stop(process: subprocess.Popen | None) -> None:
@@ -214,12 +219,12 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
         stop(stack)
         node.destroy_node()
         rclpy.shutdown()
-    states, latency, late = answers(np.load(driver_log), np.load(stack_log), wall_start, wall_end)
+    states, latency, late, parts = answers(np.load(driver_log), np.load(stack_log), wall_start, wall_end)
     shutil.rmtree(folder)
     common = sorted(set(poses) & set(references))
     errors = np.array([np.linalg.norm(references[t] - poses[t]) for t in common]) if common else np.array([np.nan])
     return {
-        "states": states, "commands": latency.size, "latency": latency, "late": late, "cpu": cpu,
+        "states": states, "commands": latency.size, "latency": latency, "late": late, "parts": parts, "cpu": cpu,
         "faults": status["faults"] - faults_at_arming, "superseded": status["superseded"] - before["superseded"],
         "compiled": status["compiled"] - before["compiled"],
         "overruns": status["overruns"] - before["overruns"], "problem": status["problem"],
@@ -255,6 +260,9 @@ def main() -> None:
                   f"answered by the compiled step {r['compiled']}")
             print(f"latency stamp -> command at the driver [ms]: median {np.median(lat):.3f}, "
                   f"p99 {np.percentile(lat, 99):.3f}, max {np.max(lat):.3f} (period {period * 1e3:g} ms)")
+            print("from the stamp to [ms, median / p99]: " + "; ".join(
+                f"{part} {np.median(values) * 1e3:.3f} / {np.percentile(values, 99) * 1e3:.3f}"
+                for part, values in r["parts"].items() if values.size))
             print("periods late (1 = applied at the next tick): "
                   + ", ".join(f"{k}{'+' if k == LATE_BUCKETS else ''}: {v}" for k, v in sorted(r["late"].items())))
             print(f"stack faults since arming (watchdog trips included): {r['faults']}; driver overruns: {r['overruns']}"
