@@ -260,6 +260,22 @@ def test_every_row_decides_alike(controller, scenario, action, words):
     assert sum(twin.compiled.deferred.values()) > 0 or scenario in (glitch, stale)
 
 
+@pytest.mark.parametrize("controller", ["computed_torque", "double_loop"])
+def test_a_stall_and_its_catch_up_decide_alike(controller):
+    """No state for 13 periods, then every other one for 10 periods (a driver catching up), then all:
+    slow spacings for less than the drop row's span, so both steps go on controlling."""
+
+    def scenario(k, twin, plant, stamp, q, qd):
+        if EVENT <= k < EVENT + 13 or (EVENT + 13 <= k < EVENT + 23 and k % 2):
+            return None  # never sent
+        return twin.state(stamp, stamp, q, qd)
+
+    twin = run(controller, scenario)
+    assert {action for action, reason in twin.actions if "waiting for the joint-state rate" not in reason} == {Action.CONTROL}
+    assert all(loop.supervisor.faults == 0 for loop in twin.loops)
+    assert twin.compiled.finished["control"] > 0.9 * (STEPS - 18)
+
+
 def test_the_compiled_step_defers_a_fault_and_tracks_after_rearming():
     twin = run("computed_torque", glitch)
     supervisor = twin.loops[0].supervisor

@@ -56,6 +56,7 @@ STEP_SETTINGS = (
     ("rate_tolerance", 1),  # safety.py RATE_TOLERANCE
     ("rate_known_spacings", 1),  # safety.py RATE_KNOWN_SPACINGS
     ("rate_window", 1),  # safety.py RATE_WINDOW
+    ("rate_drop_span", 1),  # safety.py RATE_DROP_SPAN_S
     ("period_window", 1),  # stamp_period.py WINDOW
     ("nominal_period", 1),  # DelayCompensatedController.nominal_period [s]
     ("flight_length", 1),  # the length of its deque of commands in flight
@@ -222,16 +223,23 @@ static void step_window_add(double *block, int window, double stamp)
     block[2] = stamp;
 }
 
-/* The shortest of the last `n` spacings (StampPeriod.latest). */
-static double step_window_latest_min(const double *block, int window, int n)
+/* The newest spacings longer than `slowest`, in a row (StampPeriod.slow_run): their number, and
+ * their sum newest first in `span`. */
+static int step_window_slow_run(const double *block, int window, double slowest, double *span)
 {
     const int count = (int)block[0], next = (int)block[1];
     const double *ring = block + WINDOW_HEADER;
-    double shortest = INFINITY;
-    for (int k = 1; k <= n && k <= count; ++k) {
-        shortest = fmin(shortest, ring[(next - k + window) % window]);
+    int run = 0;
+    *span = 0.0;
+    for (int k = 1; k <= count; ++k) {
+        const double spacing = ring[(next - k + window) % window];
+        if (!(spacing > slowest)) {
+            break;
+        }
+        *span = *span + spacing;
+        run = run + 1;
     }
-    return shortest;
+    return run;
 }
 
 /* The commands in flight (DelayCompensatedController.flight.sent): count, next slot, entries of
@@ -346,7 +354,9 @@ static int step_rate_problem(const double *memory, const double *settings)
         return 1;
     }
     const double slowest = 1.0 / (settings[STEP_RATE_MIN] * (1.0 - tolerance));
-    return step_window_latest_min(rate, window, known) > slowest;
+    double span = 0.0;
+    const int run = step_window_slow_run(rate, window, slowest, &span);
+    return run >= known && span >= settings[STEP_RATE_DROP_SPAN] * (1.0 - tolerance);
 }
 
 /* DelayCompensatedController._estimate, with the C applied force (or the drives' effort). */

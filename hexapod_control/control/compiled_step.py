@@ -201,6 +201,7 @@ class CompiledStep:
             "rate_tolerance": safety.RATE_TOLERANCE,
             "rate_known_spacings": safety.RATE_KNOWN_SPACINGS,
             "rate_window": safety.RATE_WINDOW,
+            "rate_drop_span": safety.RATE_DROP_SPAN_S,
             "period_window": stamp_period.WINDOW,
             "nominal_period": controller.nominal_period,
             "flight_length": controller.flight.sent.maxlen,

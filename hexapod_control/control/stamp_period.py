@@ -7,6 +7,7 @@ periods) or a late one moves the median not at all.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 
 # Stamp spacings the median is taken over.
@@ -31,9 +32,9 @@ class StampPeriod:
         """How many spacings the median is taken over (at most ``window``)."""
         return len(self._spacings)
 
-    def latest(self, count: int) -> list[float]:
-        """The last ``count`` spacings [s], oldest first (fewer before ``count`` have been added)."""
-        return list(self._spacings)[-count:]
+    def slow_run(self, slowest: float) -> list[float]:
+        """The newest spacings [s] longer than ``slowest``, in a row, newest first."""
+        return list(itertools.takewhile(lambda spacing: spacing > slowest, reversed(self._spacings)))
 
     def snapshot(self) -> tuple[list[float], float | None]:
         """The spacings, oldest first, and the last stamp: all the state (the compiled step packs it)."""

@@ -881,7 +881,7 @@ int hexapod_predict(const double *q, const double *qd, const double *phi, const 
 }
 
 /* Layouts of the whole step's arrays (read by compiled_step.py), and their offsets. */
-const char hexapod_step_settings[] = "max_future_stamp[1] max_feedback_age[1] plausible_position_margin[1] plausible_speed_factor[1] plausible_step_margin[1] reference_timeout[1] max_saturation_time[1] frozen_feedback_time[1] position_min[1] position_max[1] min_slider_separation[1] speed_max[1] force_limit[1] rate_min[1] rate_max[1] rate_tolerance[1] rate_known_spacings[1] rate_window[1] period_window[1] nominal_period[1] flight_length[1] stamp_tolerance[1] estimate[1] max_delay_periods[1] longest_delay[1] estimator_time_constant[1] switch_ratio[1] double_loop[1] law_period[1] longest_period[1] max_reference_position_step[1] max_reference_angle_step[1]";
+const char hexapod_step_settings[] = "max_future_stamp[1] max_feedback_age[1] plausible_position_margin[1] plausible_speed_factor[1] plausible_step_margin[1] reference_timeout[1] max_saturation_time[1] frozen_feedback_time[1] position_min[1] position_max[1] min_slider_separation[1] speed_max[1] force_limit[1] rate_min[1] rate_max[1] rate_tolerance[1] rate_known_spacings[1] rate_window[1] rate_drop_span[1] period_window[1] nominal_period[1] flight_length[1] stamp_tolerance[1] estimate[1] max_delay_periods[1] longest_delay[1] estimator_time_constant[1] switch_ratio[1] double_loop[1] law_period[1] longest_period[1] max_reference_position_step[1] max_reference_angle_step[1]";
 const char hexapod_step_memory[] = "last_stamp[1] last_valid[1] last_valid_stamp[1] last_valid_q[6] last_valid_qd[6] rate[203] saturated_since[1] frozen_since[1] frozen_force_sum[6] frozen_commands[1] period[33] sent[130] effort_stamp[1] effort[6] measurement[1] measurement_t[1] measurement_q[6] measurement_qd[6] measurement_phi[3] misfits[16] delay_periods[1] estimate_changes[1] prediction[1] prediction_q[6] prediction_qd[6] measured_state[24] law_state[24] updated_at[1] reference_taken[1] reference_t[1] reference[18] reference_received[1]";
 const char hexapod_step_inputs[] = "now[1] stamp[1] q[6] qd[6] effort_given[1] effort[6] reference[18] reference_received[1]";
 const char hexapod_step_outputs[] = "forces[6] saturated[6] pose[6] pose_error[6] position_error_norm[1] orientation_error_norm[1] law_status[1] jacobian_conditioning[1] constraint_conditioning[1] fk_iterations[1] fk_residual[1] joint_command[6] velocity_error[6] phi[3] cycle_status[1] intake[1]";
@@ -922,21 +922,22 @@ const char hexapod_step_statuses[] = "taken repeated control invalid stale state
 #define STEP_RATE_TOLERANCE 15
 #define STEP_RATE_KNOWN_SPACINGS 16
 #define STEP_RATE_WINDOW 17
-#define STEP_PERIOD_WINDOW 18
-#define STEP_NOMINAL_PERIOD 19
-#define STEP_FLIGHT_LENGTH 20
-#define STEP_STAMP_TOLERANCE 21
-#define STEP_ESTIMATE 22
-#define STEP_MAX_DELAY_PERIODS 23
-#define STEP_LONGEST_DELAY 24
-#define STEP_ESTIMATOR_TIME_CONSTANT 25
-#define STEP_SWITCH_RATIO 26
-#define STEP_DOUBLE_LOOP 27
-#define STEP_LAW_PERIOD 28
-#define STEP_LONGEST_PERIOD 29
-#define STEP_MAX_REFERENCE_POSITION_STEP 30
-#define STEP_MAX_REFERENCE_ANGLE_STEP 31
-#define STEP_SIZE 32
+#define STEP_RATE_DROP_SPAN 18
+#define STEP_PERIOD_WINDOW 19
+#define STEP_NOMINAL_PERIOD 20
+#define STEP_FLIGHT_LENGTH 21
+#define STEP_STAMP_TOLERANCE 22
+#define STEP_ESTIMATE 23
+#define STEP_MAX_DELAY_PERIODS 24
+#define STEP_LONGEST_DELAY 25
+#define STEP_ESTIMATOR_TIME_CONSTANT 26
+#define STEP_SWITCH_RATIO 27
+#define STEP_DOUBLE_LOOP 28
+#define STEP_LAW_PERIOD 29
+#define STEP_LONGEST_PERIOD 30
+#define STEP_MAX_REFERENCE_POSITION_STEP 31
+#define STEP_MAX_REFERENCE_ANGLE_STEP 32
+#define STEP_SIZE 33
 #define MEMORY_LAST_STAMP 0
 #define MEMORY_LAST_VALID 1
 #define MEMORY_LAST_VALID_STAMP 2
@@ -1069,16 +1070,23 @@ static void step_window_add(double *block, int window, double stamp)
     block[2] = stamp;
 }
 
-/* The shortest of the last `n` spacings (StampPeriod.latest). */
-static double step_window_latest_min(const double *block, int window, int n)
+/* The newest spacings longer than `slowest`, in a row (StampPeriod.slow_run): their number, and
+ * their sum newest first in `span`. */
+static int step_window_slow_run(const double *block, int window, double slowest, double *span)
 {
     const int count = (int)block[0], next = (int)block[1];
     const double *ring = block + WINDOW_HEADER;
-    double shortest = INFINITY;
-    for (int k = 1; k <= n && k <= count; ++k) {
-        shortest = fmin(shortest, ring[(next - k + window) % window]);
+    int run = 0;
+    *span = 0.0;
+    for (int k = 1; k <= count; ++k) {
+        const double spacing = ring[(next - k + window) % window];
+        if (!(spacing > slowest)) {
+            break;
+        }
+        *span = *span + spacing;
+        run = run + 1;
     }
-    return shortest;
+    return run;
 }
 
 /* The commands in flight (DelayCompensatedController.flight.sent): count, next slot, entries of
@@ -1193,7 +1201,9 @@ static int step_rate_problem(const double *memory, const double *settings)
         return 1;
     }
     const double slowest = 1.0 / (settings[STEP_RATE_MIN] * (1.0 - tolerance));
-    return step_window_latest_min(rate, window, known) > slowest;
+    double span = 0.0;
+    const int run = step_window_slow_run(rate, window, slowest, &span);
+    return run >= known && span >= settings[STEP_RATE_DROP_SPAN] * (1.0 - tolerance);
 }
 
 /* DelayCompensatedController._estimate, with the C applied force (or the drives' effort). */
