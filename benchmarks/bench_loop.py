@@ -12,9 +12,9 @@ shipped 0.40 m lies beyond the model's straight-leg collapse); this script then 
 then the trajectory), as an operator would, and measures for ``--seconds`` from ``SETTLE_S`` later.
 
 The loop's timing comes from the two processes' ``timing_log`` files (written when they stop; one
-system clock): the driver's stamps of its joint states, when each tick began, and arrival times of
-the commands, and the stack's answered stamp and publication time of each command, matched in order
-(``answers``). So no third process has to listen at 1 kHz. Printed per run:
+system clock): the driver's stamps of its joint states, when each tick began, and the DDS reception
+and source timestamps of the commands, and the stack's answered stamp and publication time of each
+command, matched by the source timestamps (``answers``). So no third process has to listen at 1 kHz. Printed per run:
 
 * joint states answered: commands that answered a joint state of the window / its joint states;
 * latency from a joint state's stamp to its command's arrival at the driver: median, p99, max; and
@@ -83,19 +83,19 @@ def answers(driver, stack, start: float, end: float) -> tuple[int, np.ndarray, C
     the parts of the latency [s] (the stamp to the tick that published the state, to the stack's
     publication of its answer)."""
     stamps, ticks, arrivals = driver["state_stamps"], driver["tick_times"], driver["command_arrivals"]
-    answered, published = stack["answer_stamps"], stack["publish_times"]
-    # Delivery keeps the order (reliable, one writer), so arrival k is publication first + k. The
-    # first arrival may be an older command than the last one published before it (a reader that
-    # has just matched gets what the writer still holds), so ``first`` is the latest offset that
-    # puts no arrival before its publication: min over k of (last publication before arrival k) - k.
-    latest = np.searchsorted(published, arrivals, side="right") - 1
-    first = int(max(np.min(latest - np.arange(arrivals.size)), 0))
-    count = min(arrivals.size, published.size - first)
-    sent = first + np.arange(count)
-    arrivals = arrivals[:count]
+    sources, answered, published = driver["command_sources"], stack["answer_stamps"], stack["publish_times"]
+    # Each arrival is the stack's publication logged first at or after its DDS source timestamp (taken
+    # in the publish call, which the stack logs on its return) within half a publication spacing.
+    # The order alone does not tell: DDS delivers on the same machine before the call returns, so an
+    # arrival can precede its logged publication.
+    sent = np.searchsorted(published, sources)
+    inside = sent < published.size
+    sent, arrivals, sources = sent[inside], arrivals[inside], sources[inside]
+    matched = published[sent] - sources < 0.5 * np.median(np.diff(published))
+    sent, arrival = sent[matched], arrivals[matched]
     stamp = answered[sent]  # NaN: a watchdog's command, which answers no joint state
     keep = (stamp >= start) & (stamp < end)
-    stamp, arrival = stamp[keep], arrivals[keep]
+    stamp, arrival = stamp[keep], arrival[keep]
     # The tick of the answered state, and the first tick that began after the command arrived (a
     # state's stamp is the time its plant steps reached, which a late tick began after).
     tick = np.searchsorted(stamps, stamp - STAMP_MATCH_S)

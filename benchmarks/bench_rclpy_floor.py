@@ -74,7 +74,7 @@ def echo(serialized: bool, states: int) -> tuple[float, np.ndarray]:
     thread_times = np.zeros(SETTLE_STATES + states + 1)
     taken = [0, 0.0]  # states answered, the process CPU time when the measurement began
 
-    def answer(messages: list, _receptions: list) -> None:
+    def answer(messages: list, _infos: list) -> None:
         for _ in messages:
             command.data = array.array("d", zeros.tobytes())
             publisher.publish(command)

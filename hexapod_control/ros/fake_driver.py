@@ -57,9 +57,9 @@ instead, as it would on the robot. A Quanser board's state is stamped when it wa
 Answers. /diagnostics reports the commands received per joint state published since the last
 report. With the parameter ``timing_log`` set to a path, the driver writes there on shutdown when
 each joint state was stamped, when the tick that published it began (and took the commands that
-had arrived), and when each command arrived (:mod:`hexapod_control.ros.timing_log`): with the
-robot stack's own log, benchmarks/bench_loop.py finds each command's latency and the tick that
-first applied it.
+had arrived), and when each command arrived and was published (its DDS source timestamp,
+:mod:`hexapod_control.ros.timing_log`): with the robot stack's own log, benchmarks/bench_loop.py
+finds each command's latency and the tick that first applied it.
 
 What the drive side must do. The controller node is the last place that decides a force: if
 its process dies or is silenced, nothing sends another command and ros2_control's
@@ -244,7 +244,7 @@ class FakeDriverNode(HexapodNode):
             self.create_service(Trigger, "~/reset", self._on_reset)
         timing_log = declare_timing_log(self, "tick times, state stamps and command arrivals")
         self.realtime_priority = declare_realtime_priority(self, 0)
-        self.timing_log = TimingLog(timing_log, ("tick_times", "state_stamps", "command_arrivals"))
+        self.timing_log = TimingLog(timing_log, ("tick_times", "state_stamps", "command_arrivals", "command_sources"))
         self.window_states = self.window_commands = 0  # since the last /diagnostics
         if self.drive is None:
             self.plant = EndStopPlant(EmbeddedSimulator(parameters), parameters.limits)
@@ -291,12 +291,13 @@ class FakeDriverNode(HexapodNode):
         return response
 
     # -------------------------------------------------------------- commands
-    def _on_commands(self, messages: list[Float64MultiArray], receptions: list[int]) -> None:
-        """The commands waiting at a tick, with their DDS reception times [ns, system clock]."""
+    def _on_commands(self, messages: list[Float64MultiArray], infos: list[dict]) -> None:
+        """The commands waiting at a tick, with their message infos (WaitSetLoop)."""
         now, taken = time.monotonic(), time.time_ns()
-        for message, received in zip(messages, receptions):  # every one is counted; the last valid one is held
-            arrival = received or taken  # a middleware that gives no reception time: when taken
+        for message, info in zip(messages, infos):  # every one is counted; the last valid one is held
+            arrival = info.get("received_timestamp") or taken  # a middleware that gives none: when taken
             self.timing_log.record("command_arrivals", arrival * 1e-9)
+            self.timing_log.record("command_sources", (info.get("source_timestamp") or math.nan) * 1e-9)
             self.window_commands += 1
             try:
                 # Its age counts from its arrival, not from the tick that took it.

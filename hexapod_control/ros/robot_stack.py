@@ -162,7 +162,7 @@ class RobotStackNode(ControllerNode):
         self._serving = None  # the wait-set loop reads bytes: tried once a layout is learned
         self._served_layout = None
         self.loop = WaitSetLoop(self, JointState, TOPICS["joint_states"], RELIABLE_QOS,
-                                lambda messages, _receptions: self._on_joint_states(messages),
+                                lambda messages, _infos: self._on_joint_states(messages),
                                 lambda: self._next_watchdog, self._on_watchdogs, SERVICE_POLL_PERIOD_S,
                                 SERVICE_POLL_BUDGET_S, raw=True, serve=self._serve_in_c)
         self._rcl_loop: RclLoop | None = None

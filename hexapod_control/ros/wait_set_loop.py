@@ -57,9 +57,10 @@ class WaitSetLoop:
     """Serve one subscription of ``node`` from a wait set of its own; poll the executor for the rest.
 
     The loop subscribes to ``topic`` itself (in an :class:`OwnLoopGroup`). ``on_messages(messages,
-    receptions)`` gets every message taken at one wake, oldest first (more than one when the loop
-    fell behind), and when DDS received each one (system clock [ns], 0 where the middleware does
-    not tell);
+    infos)`` gets every message taken at one wake, oldest first (more than one when the loop fell
+    behind), and rclpy's message info of each (a dict: ``source_timestamp`` when it was published,
+    ``received_timestamp`` when DDS received it, system clock [ns]; 0 where the middleware does not
+    tell);
     ``deadline()`` is the next monotonic time ``on_deadline(now)`` is due. ``poll_period`` [s]:
     how often the executor's ready callbacks are run; ``poll_budget`` [s]: after how long a poll
     starts no further callback (by default it runs every one that is ready); ``raw``: the messages
@@ -77,7 +78,7 @@ class WaitSetLoop:
                  serve: Callable[[float, float], bool] | None = None, at_deadline: bool = False):
         self.node = node
         # The executor never runs this callback (OwnLoopGroup); rclpy requires one.
-        self.subscription = node.create_subscription(message_type, topic, lambda message: on_messages([message], [0]),
+        self.subscription = node.create_subscription(message_type, topic, lambda message: on_messages([message], [{}]),
                                                      qos, callback_group=OwnLoopGroup(), raw=raw)
         self.at_deadline = at_deadline
         self.on_messages = on_messages
@@ -127,17 +128,16 @@ class WaitSetLoop:
 
     def _take_all(self) -> None:
         """Take every waiting message and hand them over, if any."""
-        messages, receptions = [], []
+        messages, infos = [], []
         subscription = self.subscription
         while True:
             taken = subscription.handle.take_message(subscription.msg_type, subscription.raw)
             if taken is None:
                 break
-            message, info = taken
-            messages.append(message)
-            receptions.append(info.get("received_timestamp", 0))
+            messages.append(taken[0])
+            infos.append(taken[1])
         if messages:
-            self.on_messages(messages, receptions)
+            self.on_messages(messages, infos)
 
 
 
