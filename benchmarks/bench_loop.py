@@ -131,9 +131,14 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
 
     folder = Path(tempfile.mkdtemp(prefix="bench_loop_"))
     overlay, driver_log, stack_log = folder / "driver.yaml", folder / "driver.npz", folder / "stack.npz"
-    overlay.write_text(f"extends: {REPO / 'config' / 'hexapod.yaml'}\nhexapod:\n  limits:\n    actuator_position_max: {STOP_M}\n")
+    # Both run at the driver's rate (the plant steps once per tick; the schema keeps the two rates equal).
+    shipped = f"extends: {REPO / 'config' / 'hexapod.yaml'}\nhexapod:\n  controllers:\n    rate: {rate}\n  simulation:\n    rate: {rate}\n"
+    overlay.write_text(f"{shipped}  limits:\n    actuator_position_max: {STOP_M}\n")
+    stack_overlay = folder / "stack.yaml"
+    stack_overlay.write_text(shipped)
     stack = subprocess.Popen(
-        [sys.executable, "-m", "hexapod_control.ros.robot_stack", "--ros-args", "-p", f"controller:={controller}",
+        [sys.executable, "-m", "hexapod_control.ros.robot_stack", "--ros-args", "-p", f"params_file:={stack_overlay}",
+         "-p", f"controller:={controller}",
          "-p", "gain_set:=simulated_plant", "-p", f"executor:={executor}", "-p", f"timing_log:={stack_log}", "-p", f"realtime_priority:={priority}"],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     driver = None
@@ -238,7 +243,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per run (default: %(default)s)")
     parser.add_argument("--controllers", nargs="+", default=["double_loop", "computed_torque"])
     parser.add_argument("--executors", nargs="+", default=["native"], help="the stack's executor parameter")
-    parser.add_argument("--rate", type=float, default=1000.0, help="the driver's loop rate [Hz]")
+    parser.add_argument("--rate", type=float, default=1000.0, help="the driver's loop rate, and the rate of both processes' parameters [Hz]")
     parser.add_argument("--realtime-priority", type=int, default=CONTROL_LOOP_PRIORITY,
                         help="SCHED_FIFO priority of the stack and the driver, as ros2_control runs "
                              "(default: %(default)s, the stack's own; 0: normal scheduling)")
