@@ -62,12 +62,15 @@ static double prediction_friction(const double *drives, int k, double qd)
            drives[DRIVE_COULOMB_FRICTION + k] * tanh(qd / drives[DRIVE_COULOMB_SMOOTHING_SPEED + k]);
 }
 
-/* DelayCompensatedController._friction_damping, diagonal entry k: h (b + F_c / v_s (1 - tanh^2(q_d / v_s))). */
-static double prediction_damping(const double *drives, int k, double qd, double period)
+/* DelayCompensatedController._friction_damping, diagonal entry k: h (w b + F_c / v_s (1 - tanh^2(q_d / v_s))),
+ * w = `viscous_weight`: 1 here, 1/2 in the embedded plant's step (the viscous part at the mid-step
+ * velocity); 1.0 * b is b, so both round as their Python code. */
+static double prediction_damping(const double *drives, int k, double qd, double period, double viscous_weight)
 {
     const double speed = drives[DRIVE_COULOMB_SMOOTHING_SPEED + k];
     const double shape = tanh(qd / speed);
-    return period * (drives[DRIVE_VISCOUS_FRICTION + k] + drives[DRIVE_COULOMB_FRICTION + k] / speed * (1.0 - shape * shape));
+    return period * (viscous_weight * drives[DRIVE_VISCOUS_FRICTION + k] +
+                     drives[DRIVE_COULOMB_FRICTION + k] / speed * (1.0 - shape * shape));
 }
 
 /* ReducedDynamics.inverse_dynamics: the generated rigid-body forces, plus the drives' J q_dd + friction(q_d). */
@@ -124,7 +127,7 @@ int hexapod_applied_force(const double *q0, const double *qd0, const double *phi
     }
     if (drives[DRIVE_RIGID] == 0.0) {
         for (int k = 0; k < N_ACTUATORS; ++k) {
-            out[k] = out[k] + prediction_damping(drives, k, qd0[k], dt) * acceleration[k];
+            out[k] = out[k] + prediction_damping(drives, k, qd0[k], dt, 1.0) * acceleration[k];
         }
     }
     return STATUS_OK;
@@ -132,9 +135,10 @@ int hexapod_applied_force(const double *q0, const double *qd0, const double *phi
 
 /* One step of DelayCompensatedController._predict: the acceleration under `force` at (q, qd, phi). Rigid:
  * ReducedDynamics.forward_dynamics (generated); with drives: (M_bar + h D) q_dd = tau - bias, the friction
- * taken implicitly, solved by LU. */
+ * taken implicitly (D of prediction_damping with `viscous_weight`), solved by LU. */
 static int prediction_acceleration(const double *q, const double *qd, const double *phi, const double *force,
-                                   double period, const double *drives, const double *parameters, double *acceleration)
+                                   double period, double viscous_weight, const double *drives,
+                                   const double *parameters, double *acceleration)
 {
     if (drives[DRIVE_RIGID] != 0.0) {
         if (reduced_forward_dynamics(q, phi, qd, force, parameters, acceleration) != 0 ||
@@ -159,7 +163,7 @@ static int prediction_acceleration(const double *q, const double *qd, const doub
             if (i == j) {
                 entry = entry + drives[DRIVE_REFLECTED_INERTIA + i];
             }
-            matrix[6 * i + j] = entry + (i == j ? prediction_damping(drives, i, qd[i], period) : 0.0);
+            matrix[6 * i + j] = entry + (i == j ? prediction_damping(drives, i, qd[i], period, viscous_weight) : 0.0);
         }
         rhs[i] = force[i] - bias[i];
     }
@@ -188,7 +192,7 @@ int hexapod_predict(const double *q, const double *qd, const double *phi, const 
     }
     for (int step = 0; step < steps; ++step) {
         double acceleration[6];
-        int status = prediction_acceleration(q_ahead, qd_ahead, phi_ahead, forces + 6 * step, period, drives,
+        int status = prediction_acceleration(q_ahead, qd_ahead, phi_ahead, forces + 6 * step, period, 1.0, drives,
                                              parameters, acceleration);
         if (status != STATUS_OK) {
             return status;

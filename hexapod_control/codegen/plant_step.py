@@ -1,8 +1,8 @@
 """The embedded plant's step in C, appended to the control cycle's C file.
 
 ``python -m hexapod_control.codegen`` writes ``hexapod_plant_step`` at the end of
-``model/generated/control_cycle.c``, where it shares the forward kinematics, the LU solve and the
-packed drives of the delay compensation (delay_prediction.py). simulation/compiled_plant.py calls it
+``model/generated/control_cycle.c``, where it shares the forward kinematics, the packed drives and
+the implicit acceleration of the delay compensation (delay_prediction.py: its viscous weight 1/2). simulation/compiled_plant.py calls it
 from ``EmbeddedSimulator.step`` (simulation/embedded.py), whose Python code stays the reference, runs
 the plants the C code does not have (``rk4``, ``stick_slip``, the lead screw's friction terms) and
 every step the C code does not finish.
@@ -39,53 +39,6 @@ TEMPLATE = r"""
  *                          const double settings[...], const double parameters[...], double out[...])
  */
 
-/* The implicit step's diagonal: h (b / 2 + F_c / v_s (1 - tanh^2(q_d / v_s))), ActuatorModel.coulomb_slope. */
-static double plant_damping(const double *drives, int k, double qd, double h)
-{
-    const double speed = drives[DRIVE_COULOMB_SMOOTHING_SPEED + k];
-    const double shape = tanh(qd / speed);
-    return h * (0.5 * drives[DRIVE_VISCOUS_FRICTION + k] + drives[DRIVE_COULOMB_FRICTION + k] / speed * (1.0 - shape * shape));
-}
-
-/* EmbeddedSimulator._acceleration after phi: rigid, the generated forward dynamics; with drives,
- * (M_bar + h diag(b / 2 + dF_c / dq_d)) q_dd = tau - C_bar q_d - g_bar - f(q_d), solved by LU. */
-static int plant_acceleration(const double *q, const double *qd, const double *phi, const double *forces, double h,
-                              const double *drives, const double *parameters, double *acceleration)
-{
-    if (drives[DRIVE_RIGID] != 0.0) {
-        if (reduced_forward_dynamics(q, phi, qd, forces, parameters, acceleration) != 0 ||
-            !cycle_all_finite(acceleration, 6)) {
-            return STATUS_SINGULAR_TERMS;
-        }
-        return STATUS_OK;
-    }
-    const double rest[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-    double bias[6], mass[36], matrix[36], net[6];
-    const int status = prediction_inverse_dynamics(q, qd, rest, phi, drives, parameters, bias);
-    if (status != STATUS_OK) {
-        return status;
-    }
-    if (reduced_mass_matrix(q, phi, parameters, mass) != 0 || !cycle_all_finite(mass, 36)) {
-        return STATUS_SINGULAR_TERMS;
-    }
-    for (int i = 0; i < N_ACTUATORS; ++i) {
-        for (int j = 0; j < N_ACTUATORS; ++j) {
-            /* ReducedDynamics.mass_matrix: symmetrised, the reflected inertia on the diagonal. */
-            double entry = 0.5 * (mass[6 * i + j] + mass[6 * j + i]);
-            if (i == j) {
-                entry = entry + drives[DRIVE_REFLECTED_INERTIA + i];
-                entry = entry + plant_damping(drives, i, qd[i], h);
-            }
-            matrix[6 * i + j] = entry;
-        }
-        net[i] = forces[i] - bias[i];
-    }
-    if (!cycle_solve(matrix, net, acceleration)) {
-        return STATUS_SINGULAR_SOLVE;
-    }
-    return cycle_all_finite(acceleration, 6) ? STATUS_OK : STATUS_NON_FINITE_OUTPUT;
-}
-
 int hexapod_plant_step(const double *q, const double *qd, const double *forces, const double *state,
                        const double *plant_settings, const double *drives, const double *settings,
                        const double *parameters, double *out)
@@ -110,7 +63,8 @@ int hexapod_plant_step(const double *q, const double *qd, const double *forces, 
             return status;
         }
         cycle_advance(q_now, phi, warm);
-        status = plant_acceleration(q_now, qd_now, phi, forces, h, drives, parameters, acceleration);
+        /* The drives' viscous friction at the mid-step velocity (embedded.py's module doc). */
+        status = prediction_acceleration(q_now, qd_now, phi, forces, h, 0.5, drives, parameters, acceleration);
         if (status != STATUS_OK) {
             return status;
         }

@@ -728,12 +728,15 @@ static double prediction_friction(const double *drives, int k, double qd)
            drives[DRIVE_COULOMB_FRICTION + k] * tanh(qd / drives[DRIVE_COULOMB_SMOOTHING_SPEED + k]);
 }
 
-/* DelayCompensatedController._friction_damping, diagonal entry k: h (b + F_c / v_s (1 - tanh^2(q_d / v_s))). */
-static double prediction_damping(const double *drives, int k, double qd, double period)
+/* DelayCompensatedController._friction_damping, diagonal entry k: h (w b + F_c / v_s (1 - tanh^2(q_d / v_s))),
+ * w = `viscous_weight`: 1 here, 1/2 in the embedded plant's step (the viscous part at the mid-step
+ * velocity); 1.0 * b is b, so both round as their Python code. */
+static double prediction_damping(const double *drives, int k, double qd, double period, double viscous_weight)
 {
     const double speed = drives[DRIVE_COULOMB_SMOOTHING_SPEED + k];
     const double shape = tanh(qd / speed);
-    return period * (drives[DRIVE_VISCOUS_FRICTION + k] + drives[DRIVE_COULOMB_FRICTION + k] / speed * (1.0 - shape * shape));
+    return period * (viscous_weight * drives[DRIVE_VISCOUS_FRICTION + k] +
+                     drives[DRIVE_COULOMB_FRICTION + k] / speed * (1.0 - shape * shape));
 }
 
 /* ReducedDynamics.inverse_dynamics: the generated rigid-body forces, plus the drives' J q_dd + friction(q_d). */
@@ -790,7 +793,7 @@ int hexapod_applied_force(const double *q0, const double *qd0, const double *phi
     }
     if (drives[DRIVE_RIGID] == 0.0) {
         for (int k = 0; k < N_ACTUATORS; ++k) {
-            out[k] = out[k] + prediction_damping(drives, k, qd0[k], dt) * acceleration[k];
+            out[k] = out[k] + prediction_damping(drives, k, qd0[k], dt, 1.0) * acceleration[k];
         }
     }
     return STATUS_OK;
@@ -798,9 +801,10 @@ int hexapod_applied_force(const double *q0, const double *qd0, const double *phi
 
 /* One step of DelayCompensatedController._predict: the acceleration under `force` at (q, qd, phi). Rigid:
  * ReducedDynamics.forward_dynamics (generated); with drives: (M_bar + h D) q_dd = tau - bias, the friction
- * taken implicitly, solved by LU. */
+ * taken implicitly (D of prediction_damping with `viscous_weight`), solved by LU. */
 static int prediction_acceleration(const double *q, const double *qd, const double *phi, const double *force,
-                                   double period, const double *drives, const double *parameters, double *acceleration)
+                                   double period, double viscous_weight, const double *drives,
+                                   const double *parameters, double *acceleration)
 {
     if (drives[DRIVE_RIGID] != 0.0) {
         if (reduced_forward_dynamics(q, phi, qd, force, parameters, acceleration) != 0 ||
@@ -825,7 +829,7 @@ static int prediction_acceleration(const double *q, const double *qd, const doub
             if (i == j) {
                 entry = entry + drives[DRIVE_REFLECTED_INERTIA + i];
             }
-            matrix[6 * i + j] = entry + (i == j ? prediction_damping(drives, i, qd[i], period) : 0.0);
+            matrix[6 * i + j] = entry + (i == j ? prediction_damping(drives, i, qd[i], period, viscous_weight) : 0.0);
         }
         rhs[i] = force[i] - bias[i];
     }
@@ -854,7 +858,7 @@ int hexapod_predict(const double *q, const double *qd, const double *phi, const 
     }
     for (int step = 0; step < steps; ++step) {
         double acceleration[6];
-        int status = prediction_acceleration(q_ahead, qd_ahead, phi_ahead, forces + 6 * step, period, drives,
+        int status = prediction_acceleration(q_ahead, qd_ahead, phi_ahead, forces + 6 * step, period, 1.0, drives,
                                              parameters, acceleration);
         if (status != STATUS_OK) {
             return status;
@@ -1588,53 +1592,6 @@ const char hexapod_plant_outputs[] = "q[6] qd[6] phi[3] state[24]";
  *                          const double settings[...], const double parameters[...], double out[...])
  */
 
-/* The implicit step's diagonal: h (b / 2 + F_c / v_s (1 - tanh^2(q_d / v_s))), ActuatorModel.coulomb_slope. */
-static double plant_damping(const double *drives, int k, double qd, double h)
-{
-    const double speed = drives[DRIVE_COULOMB_SMOOTHING_SPEED + k];
-    const double shape = tanh(qd / speed);
-    return h * (0.5 * drives[DRIVE_VISCOUS_FRICTION + k] + drives[DRIVE_COULOMB_FRICTION + k] / speed * (1.0 - shape * shape));
-}
-
-/* EmbeddedSimulator._acceleration after phi: rigid, the generated forward dynamics; with drives,
- * (M_bar + h diag(b / 2 + dF_c / dq_d)) q_dd = tau - C_bar q_d - g_bar - f(q_d), solved by LU. */
-static int plant_acceleration(const double *q, const double *qd, const double *phi, const double *forces, double h,
-                              const double *drives, const double *parameters, double *acceleration)
-{
-    if (drives[DRIVE_RIGID] != 0.0) {
-        if (reduced_forward_dynamics(q, phi, qd, forces, parameters, acceleration) != 0 ||
-            !cycle_all_finite(acceleration, 6)) {
-            return STATUS_SINGULAR_TERMS;
-        }
-        return STATUS_OK;
-    }
-    const double rest[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-    double bias[6], mass[36], matrix[36], net[6];
-    const int status = prediction_inverse_dynamics(q, qd, rest, phi, drives, parameters, bias);
-    if (status != STATUS_OK) {
-        return status;
-    }
-    if (reduced_mass_matrix(q, phi, parameters, mass) != 0 || !cycle_all_finite(mass, 36)) {
-        return STATUS_SINGULAR_TERMS;
-    }
-    for (int i = 0; i < N_ACTUATORS; ++i) {
-        for (int j = 0; j < N_ACTUATORS; ++j) {
-            /* ReducedDynamics.mass_matrix: symmetrised, the reflected inertia on the diagonal. */
-            double entry = 0.5 * (mass[6 * i + j] + mass[6 * j + i]);
-            if (i == j) {
-                entry = entry + drives[DRIVE_REFLECTED_INERTIA + i];
-                entry = entry + plant_damping(drives, i, qd[i], h);
-            }
-            matrix[6 * i + j] = entry;
-        }
-        net[i] = forces[i] - bias[i];
-    }
-    if (!cycle_solve(matrix, net, acceleration)) {
-        return STATUS_SINGULAR_SOLVE;
-    }
-    return cycle_all_finite(acceleration, 6) ? STATUS_OK : STATUS_NON_FINITE_OUTPUT;
-}
-
 int hexapod_plant_step(const double *q, const double *qd, const double *forces, const double *state,
                        const double *plant_settings, const double *drives, const double *settings,
                        const double *parameters, double *out)
@@ -1659,7 +1616,8 @@ int hexapod_plant_step(const double *q, const double *qd, const double *forces, 
             return status;
         }
         cycle_advance(q_now, phi, warm);
-        status = plant_acceleration(q_now, qd_now, phi, forces, h, drives, parameters, acceleration);
+        /* The drives' viscous friction at the mid-step velocity (embedded.py's module doc). */
+        status = prediction_acceleration(q_now, qd_now, phi, forces, h, 0.5, drives, parameters, acceleration);
         if (status != STATUS_OK) {
             return status;
         }
