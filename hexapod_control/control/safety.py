@@ -155,7 +155,7 @@ from hexapod_control.model.rotations import wrap_angle_float
 RATE_TOLERANCE = 0.01
 # Stamp spacings the joint-state rate is the median of: 0.1 s at 1 kHz. A burst of late or skipped
 # states moves it not at all (a short window latched a HOLD on a 1 kHz loop); a driver that really
-# runs slower is caught by the drop row below within RATE_KNOWN_SPACINGS slow periods.
+# runs slower is caught by the drop row below (RATE_DROP_SPAN_S).
 RATE_WINDOW = 100
 # Spacings before the rate counts as known (arming needs it), and the fewest consecutive slow
 # spacings that are a drop.

@@ -40,11 +40,11 @@ Loop. One thread does everything (:class:`hexapod_control.ros.wait_set_loop.Wait
 sleeps until the next absolute ``time.monotonic`` deadline, 1/``rate`` apart, and at the deadline
 takes the commands that arrived meanwhile (each one's age counted from its DDS reception time, as
 ros2_control reads its command interfaces at each update) and does the work of a tick itself
-(apply the command, step, publish), so neither an rclpy
-timer's scheduling nor a second Python thread competing for the interpreter lock sits between the
-deadline and the state going out (with a loop thread beside an executor thread the GIL hand-over
-alone cost whole periods: hundreds of overruns a run, doc/benchmarks.md). Each tick advances the plant by the scheduled
-wall time since the last tick (``simulation.rate`` / ``rate`` plant steps). A tick that starts a
+(apply the command, step, publish), so neither an rclpy timer's scheduling nor a second Python
+thread competing for the interpreter lock sits between the deadline and the state going out (with
+a loop thread beside an executor thread the GIL hand-over alone cost whole periods: hundreds of
+overruns a run, doc/benchmarks.md). Each tick advances the plant by the scheduled wall time since
+the last tick (``simulation.rate`` / ``rate`` plant steps). A tick that starts a
 whole period or more late is an overrun: the ticks it missed are counted and not run, and the plant
 catches up on their steps with the forces of the late tick, because a real robot keeps moving
 while its PC stalls. A simulated plant's state is stamped with the scheduled time its steps

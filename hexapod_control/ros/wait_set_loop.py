@@ -5,8 +5,9 @@ parameter services, timers, the /clock subscription) and run a generator and a t
 In the 1 kHz loop that was a third of the controller's CPU (py-spy) and most of the time from a
 joint state's arrival to its answer. Here the one subscription the loop lives on (the joint states
 of the robot stack, the effort commands of the fake driver) is served alone: it waits in a wait set
-of one entry (or not at all, below), and its messages are taken directly. The rest of the node (services, parameter services,
-timers, /clock) stays with the executor, which is polled without waiting every ``poll_period``: a
+of one entry (or not at all, below), and its messages are taken directly. The rest of the node
+(services, parameter services, timers, /clock) stays with the executor, which is polled without
+waiting every ``poll_period``: a
 service answers within that, and costs nothing between. A poll runs one ready callback and starts
 no further one once ``poll_budget`` has passed, so no rate of requests delays the loop's own work
 by more than ``poll_budget`` plus the one callback running when it ran out (a flood of requests
@@ -72,7 +73,7 @@ class WaitSetLoop:
     ros/native_loop.py); it returns True when it did, False to let this loop wait.
     """
 
-    def __init__(self, node, message_type, topic: str, qos, on_messages: Callable[[list], None],
+    def __init__(self, node, message_type, topic: str, qos, on_messages: Callable[[list, list], None],
                  deadline: Callable[[], float], on_deadline: Callable[[float], None], poll_period: float,
                  poll_budget: float = math.inf, raw: bool = False,
                  serve: Callable[[float, float], bool] | None = None, at_deadline: bool = False):

@@ -53,7 +53,8 @@ _ZERO6 = (0.0,) * 6  # q_dd of the bias forces C_bar q_d + g_bar + f(q_d)
 
 
 class EmbeddedSimulator(Plant):
-    """Forward dynamics of :class:`HexapodModel` at a fixed step, with force saturation."""
+    """Forward dynamics of :class:`HexapodModel` at a fixed step, with force saturation; ``compiled``
+    False keeps this plant on the Python step, the C step's reference."""
 
     def __init__(self, parameters: HexapodParameters, settings: SimulationSettings | None = None,
                  model: HexapodModel | None = None, compiled: bool = True):
@@ -125,11 +126,15 @@ class EmbeddedSimulator(Plant):
         forces = as_vector(forces, 6, "external forces", JOINT_NAMES)
         self._external = forces if any(forces) else None
 
+    def _acting_forces(self):
+        """The drives' saturated forces plus the external ones [N]."""
+        return self._forces if self._external is None else [f + e for f, e in zip(self._forces, self._external)]
+
     def _acceleration(self, q, qd, implicit_step: float = 0.0) -> list[float]:
         """q_dd at (q, qd); with drives, their friction taken implicitly over ``implicit_step``."""
         # phi only (no pose): the plant's secant warm start tracks the motion step by step.
         self._phi = self.model.kinematics.solve_passive(q, self.kinematic_state).phi
-        forces = self._forces if self._external is None else [f + e for f, e in zip(self._forces, self._external)]
+        forces = self._acting_forces()
         if implicit_step == 0.0 or (self._drives.rigid and not self._stick_slip):
             return self.model.forward_dynamics(q, qd, forces, phi=self._phi).tolist()
         return self._implicit_friction_acceleration(q, np.asarray(qd), np.asarray(forces), implicit_step).tolist()
@@ -173,8 +178,7 @@ class EmbeddedSimulator(Plant):
         for _ in range(steps):
             q, qd = self._q, self._qd
             if self.compiled is not None:
-                forces = self._forces if self._external is None else [f + e for f, e in zip(self._forces, self._external)]
-                stepped = self.compiled.step(q, qd, forces, self.kinematic_state)
+                stepped = self.compiled.step(q, qd, self._acting_forces(), self.kinematic_state)
                 if stepped is not None:
                     self._q, self._qd, self._phi = stepped
                     self._finish_step()
