@@ -1,11 +1,12 @@
 """The embedded plant's step in C, appended to the control cycle's C file.
 
 ``python -m hexapod_control.codegen`` writes ``hexapod_plant_step`` at the end of
-``model/generated/control_cycle.c``, where it shares the forward kinematics, the packed drives and
-the implicit acceleration of the delay compensation (delay_prediction.py: its viscous weight 1/2). simulation/compiled_plant.py calls it
-from ``EmbeddedSimulator.step`` (simulation/embedded.py), whose Python code stays the reference, runs
-the plants the C code does not have (``rk4``, ``stick_slip``, the lead screw's friction terms) and
-every step the C code does not finish.
+``model/generated/control_cycle.c``, where it shares the forward kinematics, the packed drives, the
+implicit acceleration (with a viscous weight of 1/2) and the integrator step of the delay
+compensation (delay_prediction.py). simulation/compiled_plant.py calls it from
+``EmbeddedSimulator.step`` (simulation/embedded.py), whose Python code stays the reference, runs the
+plants the C code does not have (``rk4``, ``stick_slip``, the lead screw's friction terms) and every
+step the C code does not finish.
 
 The function mirrors ``EmbeddedSimulator.step`` with ``semi_implicit_euler`` operation for operation:
 per substep, phi of q by Kinematics.solve_passive warm-started from the plant's KinematicState
@@ -68,12 +69,7 @@ int hexapod_plant_step(const double *q, const double *qd, const double *forces, 
         if (status != STATUS_OK) {
             return status;
         }
-        for (int k = 0; k < N_ACTUATORS; ++k) {
-            qd_now[k] = qd_now[k] + h * acceleration[k];
-        }
-        for (int k = 0; k < N_ACTUATORS; ++k) {
-            q_now[k] = q_now[k] + h * qd_now[k];
-        }
+        semi_implicit_euler(q_now, qd_now, acceleration, h);
     }
     /* The divergence guard: every q finite and every |q_d| within the speed. */
     const double max_speed = plant_settings[PLANT_SETTING_MAX_ACTUATOR_SPEED];

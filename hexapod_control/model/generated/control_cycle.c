@@ -839,6 +839,17 @@ static int prediction_acceleration(const double *q, const double *qd, const doub
     return cycle_all_finite(acceleration, 6) ? STATUS_OK : STATUS_NON_FINITE_OUTPUT;
 }
 
+/* One semi-implicit Euler step of h: q_d from the acceleration, then q from the new q_d. */
+static void semi_implicit_euler(double *q, double *qd, const double *acceleration, double h)
+{
+    for (int k = 0; k < N_ACTUATORS; ++k) {
+        qd[k] = qd[k] + h * acceleration[k];
+    }
+    for (int k = 0; k < N_ACTUATORS; ++k) {
+        q[k] = q[k] + h * qd[k];
+    }
+}
+
 /* DelayCompensatedController._predict: `steps` semi-implicit Euler steps of `period` from (q, qd, phi),
  * forces[6 step ..] acting over step `step`, phi of each new q by Kinematics.solve_passive from the
  * last phi (the explicit guess: a branch jump is an error, not a continuation). out = q, qd, phi. */
@@ -863,12 +874,7 @@ int hexapod_predict(const double *q, const double *qd, const double *phi, const 
         if (status != STATUS_OK) {
             return status;
         }
-        for (int k = 0; k < N_ACTUATORS; ++k) {
-            qd_ahead[k] = qd_ahead[k] + period * acceleration[k];
-        }
-        for (int k = 0; k < N_ACTUATORS; ++k) {
-            q_ahead[k] = q_ahead[k] + period * qd_ahead[k];
-        }
+        semi_implicit_euler(q_ahead, qd_ahead, acceleration, period);
         if (!cycle_all_finite(q_ahead, 6) || !cycle_all_finite(qd_ahead, 6)) {
             return STATUS_NON_FINITE_OUTPUT;
         }
@@ -1621,12 +1627,7 @@ int hexapod_plant_step(const double *q, const double *qd, const double *forces, 
         if (status != STATUS_OK) {
             return status;
         }
-        for (int k = 0; k < N_ACTUATORS; ++k) {
-            qd_now[k] = qd_now[k] + h * acceleration[k];
-        }
-        for (int k = 0; k < N_ACTUATORS; ++k) {
-            q_now[k] = q_now[k] + h * qd_now[k];
-        }
+        semi_implicit_euler(q_now, qd_now, acceleration, h);
     }
     /* The divergence guard: every q finite and every |q_d| within the speed. */
     const double max_speed = plant_settings[PLANT_SETTING_MAX_ACTUATOR_SPEED];
