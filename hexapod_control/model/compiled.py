@@ -145,7 +145,7 @@ def library_path(sources: Sequence[bytes], compiler: Sequence[str], cache_dir: P
 
 
 @contextlib.contextmanager
-def exclusive(lock_path: Path) -> Iterator[None]:
+def _exclusive(lock_path: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``lock_path`` (created if needed; kept, as removing it would race)."""
     with open(lock_path, "a") as lock:
         if fcntl is not None:
@@ -188,7 +188,7 @@ def compile_into(target: Path, command: Callable[[str], list[str]]) -> bool:
     so that no process ever sees a partial library, and a library that a running process has loaded
     is never overwritten in place (that would crash it with SIGBUS).
     """
-    with exclusive(target.with_name(target.name + ".lock")):
+    with _exclusive(target.with_name(target.name + ".lock")):
         if target.is_file():  # compiled by another process while this one waited
             return False
         descriptor, temporary = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
