@@ -133,7 +133,7 @@ class RclLoop:
         self.pending = np.zeros(PENDING_BYTES, dtype=np.uint8)
         self._outputs = [self.io_index[name] for name in (
             "answers", "taken", "repeated", "superseded", "message_now", "taken_now", "taken_steady", "log_count",
-            "pending_count", "pending_bytes", "pending_status", "pending_answer", "pending_now", "pending_steady",
+            "pending_count", "pending_status", "pending_answer", "pending_now", "pending_steady",
             "last_answered")]
 
     def run(self, deadline: float, quiet: float, diagnostic_due: float, publication_due: float,

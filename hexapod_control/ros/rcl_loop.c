@@ -58,14 +58,13 @@ typedef int (*step_published_fn)(double *memory, const double *settings, double 
 #define LOOP_IO_TAKEN_STEADY 11      /* monotonic [s] of the last state taken */
 #define LOOP_IO_LOG_COUNT 12         /* entries written to the log */
 #define LOOP_IO_PENDING_COUNT 13     /* messages copied to pending */
-#define LOOP_IO_PENDING_BYTES 14     /* bytes of pending used */
-#define LOOP_IO_PENDING_STATUS 15    /* the step's status of the first pending message */
-#define LOOP_IO_PENDING_ANSWER 16    /* 1: the first pending message was to be answered */
-#define LOOP_IO_PENDING_NOW 17       /* ROS time [s] and monotonic [s] it was taken at */
-#define LOOP_IO_PENDING_STEADY 18
-#define LOOP_IO_LAST_ANSWERED 19     /* stamp of the last answer [s] */
-#define LOOP_IO_QUIET 20             /* [s] without a message after which to return (the watchdog's turn) */
-#define LOOP_IO_SIZE 21
+#define LOOP_IO_PENDING_STATUS 14    /* the step's status of the first pending message */
+#define LOOP_IO_PENDING_ANSWER 15    /* 1: the first pending message was to be answered */
+#define LOOP_IO_PENDING_NOW 16       /* ROS time [s] and monotonic [s] it was taken at */
+#define LOOP_IO_PENDING_STEADY 17
+#define LOOP_IO_LAST_ANSWERED 18     /* stamp of the last answer [s] */
+#define LOOP_IO_QUIET 19             /* [s] without a message after which to return (the watchdog's turn) */
+#define LOOP_IO_SIZE 20
 
 #define LOOP_LOG_ENTRY 2 /* answered stamp, publication time (ROS time: the wall clock) */
 #define LOOP_MESSAGES 16 /* messages taken at one wake at most; the rest wait for the next */
@@ -92,7 +91,6 @@ static int keep_pending(const rcl_serialized_message_t *messages, int first, int
         used += sizeof size + (size_t)size;
     }
     io[LOOP_IO_PENDING_COUNT] = count - first;
-    io[LOOP_IO_PENDING_BYTES] = (double)used;
     return 1;
 }
 
