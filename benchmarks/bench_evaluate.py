@@ -33,6 +33,7 @@ import numpy as np
 from hexapod_control.bags import BagWriter, cdr, diagnostics_cdr, effort_cdr, joint_state_cdr, pose_cdr, reference_cdr
 from hexapod_control.conventions import MESSAGE_TYPES, TOPICS
 from hexapod_control.evaluation import batch
+from hexapod_control.model import rotation_rows
 from hexapod_control.model.kinematics import Kinematics
 from hexapod_control.model.parameters import load_parameters
 
@@ -72,11 +73,11 @@ def _slab(parameters, kinematics: Kinematics, t: np.ndarray, period: float) -> d
     forces = FORCE_OFFSET_N + FORCE_AMPLITUDE_N * np.sin(2.0 * math.pi * FORCE_FREQUENCY_HZ * t[:, None] + np.arange(6))
     return {
         "ns": np.round(t * 1e9).astype(np.int64), "q": q, "qd": qd, "pose": pose, "forces": forces,
-        "translation": reference[:, :3], "rotation": batch.quaternion_from_euler_zyx(euler),
+        "translation": reference[:, :3], "rotation": rotation_rows.quaternion_from_euler_zyx(euler),
         "linear_velocity": velocity[:, :3],
-        "angular_velocity": batch.angular_velocity_from_euler_rates(euler, velocity[:, 3:]),
+        "angular_velocity": rotation_rows.angular_velocity_from_euler_rates(euler, velocity[:, 3:]),
         "linear_acceleration": acceleration[:, :3],
-        "angular_acceleration": batch.angular_acceleration_from_euler(euler, velocity[:, 3:], acceleration[:, 3:]),
+        "angular_acceleration": rotation_rows.angular_acceleration_from_euler(euler, velocity[:, 3:], acceleration[:, 3:]),
     }
 
 
@@ -104,7 +105,7 @@ def _encoded(templates: dict, slab: dict) -> dict:
                        point + "velocities[0].angular": slab["angular_velocity"],
                        point + "accelerations[0].linear": slab["linear_acceleration"],
                        point + "accelerations[0].angular": slab["angular_acceleration"]}, {"stamp": ns}),
-        "platform_pose": ({"position": slab["pose"][:, :3], "orientation": batch.quaternion_from_euler_zyx(slab["pose"][:, 3:])},
+        "platform_pose": ({"position": slab["pose"][:, :3], "orientation": rotation_rows.quaternion_from_euler_zyx(slab["pose"][:, 3:])},
                           {"stamp": ns}),
         "effort_commands": ({"data": slab["forces"]}, {}),
     }

@@ -130,6 +130,76 @@ def test_step_messages_are_the_bytes_the_message_builders_give():
                 == reference_cdr(t, pose, velocity, acceleration, frame))
 
 
+def test_step_message_rows_are_the_bytes_the_message_builders_give():
+    """The rows of many steps at once: the bytes of the builders, step by step (the rotations of the
+    reference and the pose through numpy may round their last bit otherwise: compared as numbers)."""
+    frame = "hexapod_base"
+    messages = StepMessages(JOINT_NAMES, frame)
+    t = np.array([0.0, 0.0125, 1_700_000_000.123456789, -2.5])
+    q, qd = RUN.q[:4], RUN.qd[:4]
+    forces = np.array([[1.5, -333.0, 0.0, np.nan, 2e-300, -7.25]] * 4)
+    quaternions = np.array([[0.1, -0.2, 0.3, 0.9]] * 4)
+    rows = (messages.joint_states(t, q, qd, forces), messages.efforts(forces), messages.poses(t, q[:, :3], quaternions),
+            messages.references(t, RUN.q[1:5], RUN.qd[1:5], RUN.qd[2:6]))
+    for k in range(4):
+        assert rows[0][k].tobytes() == joint_state_cdr(t[k], JOINT_NAMES, q[k], qd[k], forces[k])
+        assert rows[1][k].tobytes() == effort_cdr(forces[k])
+        assert rows[2][k].tobytes() == pose_cdr(t[k], q[k, :3], quaternions[k], frame)
+        built = deserialize(reference_cdr(t[k], RUN.q[k + 1], RUN.qd[k + 1], RUN.qd[k + 2], frame), MESSAGE_TYPES["reference"])
+        row = deserialize(rows[3][k].tobytes(), MESSAGE_TYPES["reference"])
+        assert (row.header.stamp.sec, row.header.stamp.nanosec) == (built.header.stamp.sec, built.header.stamp.nanosec)
+        for part in ("transforms", "velocities", "accelerations"):
+            for a, b in zip(_numbers(getattr(row.points[0], part)[0]), _numbers(getattr(built.points[0], part)[0])):
+                assert a == pytest.approx(b, rel=1e-15, abs=1e-15)
+
+
+def _numbers(message) -> list[float]:
+    values = []
+    for name in message.__dataclass_fields__:
+        if name == "__msgtype__":
+            continue
+        value = getattr(message, name)
+        values += _numbers(value) if hasattr(value, "__dataclass_fields__") else [float(value)]
+    return values
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_blocks_write_the_bag_messages_written_one_by_one_write(tmp_path, storage):
+    """write_blocks against write: MCAP files byte for byte (over several chunks, after a message
+    written alone, topics interleaved at equal times), and what a reader reads from either."""
+    rng = np.random.default_rng(5)
+    count = 12_000  # about 2.4 MB of messages: three chunks
+    times = np.arange(count, dtype=np.int64) * 1_000_000 + 7
+    states = np.stack([np.frombuffer(joint_state_cdr(k * 1e-3, JOINT_NAMES, *rng.normal(size=(3, 6))), np.uint8)
+                       for k in range(count)])
+    forces = np.stack([np.frombuffer(effort_cdr(rng.normal(size=6)), np.uint8) for _ in range(count)])
+    late = times[::97]
+    blocks = [(TOPICS["joint_states"], times, states), (TOPICS["effort_commands"], times, forces),
+              (TOPICS["joint_states"], late, states[::97])]
+    order = np.lexsort((np.repeat([0, 1, 2], [count, count, len(late)]), np.concatenate([times, times, late])))
+    messages = [(topic, int(t), row.tobytes()) for topic, block_times, rows in blocks for t, row in zip(block_times, rows)]
+    for name, bulk in (("bulk", True), ("single", False)):
+        (tmp_path / name).mkdir()
+        with BagWriter(tmp_path / name / "bag", storage) as writer:
+            for key in ("joint_states", "effort_commands"):
+                writer.add_topic(TOPICS[key], MESSAGE_TYPES[key])
+            writer.write(TOPICS["effort_commands"], 1, forces[0].tobytes())
+            if bulk:
+                writer.write_blocks(blocks)
+            else:
+                for index in order:
+                    writer.write(*messages[index])
+    bulk, single = (tmp_path / name / "bag" for name in ("bulk", "single"))
+    if storage == "mcap":
+        assert (bulk / "bag.mcap").read_bytes() == (single / "bag.mcap").read_bytes()
+        assert (bulk / "metadata.yaml").read_text() == (single / "metadata.yaml").read_text()
+    read = []
+    for path in (bulk, single):
+        with Reader(path) as reader:
+            read.append([(connection.topic, t, bytes(data)) for connection, t, data in reader.messages()])
+    assert read[0] == read[1] == [(TOPICS["effort_commands"], 1, forces[0].tobytes())] + [messages[i] for i in order]
+
+
 def test_encode_block_writes_what_deserialisation_reads():
     template = joint_state_cdr(0.0, JOINT_NAMES, np.zeros(6), np.zeros(6), np.zeros(6))
     layout = cdr.joint_state_layout(template)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hexapod_control.evaluation import batch
-from hexapod_control.model import rotations
+from hexapod_control.model import rotation_rows, rotations
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import load_parameters
 
@@ -83,19 +83,19 @@ def test_array_rotations_match_the_scalar_ones(seed):
     rng = np.random.default_rng(seed)
     euler = rng.uniform(-1.2, 1.2, (50, 3))
     rates, accelerations = rng.normal(size=(50, 3)), rng.normal(size=(50, 3))
-    quaternion = batch.quaternion_from_euler_zyx(euler)
+    quaternion = rotation_rows.quaternion_from_euler_zyx(euler)
     np.testing.assert_allclose(quaternion, [rotations.quaternion_from_euler_zyx(e) for e in euler], rtol=0, atol=1e-15)
-    np.testing.assert_allclose(batch.euler_zyx_from_quaternion(quaternion),
+    np.testing.assert_allclose(rotation_rows.euler_zyx_from_quaternion(quaternion),
                                [rotations.euler_zyx_from_quaternion(*x) for x in quaternion], rtol=0, atol=1e-15)
-    omega = batch.angular_velocity_from_euler_rates(euler, rates)
+    omega = rotation_rows.angular_velocity_from_euler_rates(euler, rates)
     np.testing.assert_allclose(omega, [rotations.angular_velocity_from_euler_rates(e, r) for e, r in zip(euler, rates)],
                                rtol=0, atol=1e-15)
-    np.testing.assert_allclose(batch.euler_rates_from_angular_velocity(euler, omega), rates, rtol=0, atol=1e-14)
-    omega_dot = batch.angular_acceleration_from_euler(euler, rates, accelerations)
+    np.testing.assert_allclose(rotation_rows.euler_rates_from_angular_velocity(euler, omega), rates, rtol=0, atol=1e-14)
+    omega_dot = rotation_rows.angular_acceleration_from_euler(euler, rates, accelerations)
     np.testing.assert_allclose(omega_dot, [rotations.angular_acceleration_from_euler(e, r, a)
                                            for e, r, a in zip(euler, rates, accelerations)], rtol=0, atol=1e-14)
-    np.testing.assert_allclose(batch.euler_accelerations(euler, rates, omega_dot), accelerations, rtol=0, atol=1e-13)
-    assert np.isnan(batch.euler_zyx_from_quaternion(np.zeros((1, 4)))).all()  # no orientation, as the scalar one raises
+    np.testing.assert_allclose(rotation_rows.euler_accelerations(euler, rates, omega_dot), accelerations, rtol=0, atol=1e-13)
+    assert np.isnan(rotation_rows.euler_zyx_from_quaternion(np.zeros((1, 4)))).all()  # no orientation, as the scalar one raises
     assert math.isfinite(float(np.sum(quaternion)))
 
 

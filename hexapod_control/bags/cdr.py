@@ -319,6 +319,7 @@ class TemplateEncoder:
     writes instead of building and serializing a message object."""
 
     def __init__(self, template: bytes, layout: Layout, times: Sequence[str], float64: Sequence[str]):
+        self._template, self._layout, self._names = bytes(template), layout, (tuple(times), tuple(float64))
         self._buffer = bytearray(template)
         self._times = tuple(layout.times[name] for name in times)
         self._float64 = tuple((layout.float64[name][0], struct.Struct(f"<{layout.float64[name][1]}d").pack_into)
@@ -333,3 +334,9 @@ class TemplateEncoder:
         for (offset, pack), field_values in zip(self._float64, values):
             pack(buffer, offset, *field_values)
         return bytes(buffer)
+
+    def encode_rows(self, times: Sequence[np.ndarray], *values) -> np.ndarray:
+        """(n, size) messages of :meth:`encode` at once: ``times`` (n,) [ns] and ``values`` (n, count)
+        per field, in the order their fields were named (:func:`encode_block`)."""
+        time_names, float64_names = self._names
+        return encode_block(self._template, self._layout, dict(zip(float64_names, values)), dict(zip(time_names, times)))

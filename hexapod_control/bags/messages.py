@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from hexapod_control.bags import cdr
+from hexapod_control.model import rotation_rows
 from hexapod_control.conventions import (
     MESSAGE_TYPES,
     REFERENCE_JOINT_NAME,
@@ -127,6 +128,11 @@ def nanoseconds(t: float) -> int:
     return int(round(t * 1e9))
 
 
+def nanoseconds_array(t: np.ndarray) -> np.ndarray:
+    """:func:`nanoseconds` of each element (both round half to even)."""
+    return np.rint(np.asarray(t, dtype=float) * 1e9).astype(np.int64)
+
+
 class StepMessages:
     """The messages a closed loop records every step, for fixed joint names and frame, encoded in
     place (:class:`hexapod_control.bags.cdr.TemplateEncoder`): the bytes the functions above give,
@@ -148,6 +154,24 @@ class StepMessages:
             tuple(f"points[0].{field}" for field in ("transforms[0].translation", "transforms[0].rotation",
                                                      "velocities[0].linear", "velocities[0].angular",
                                                      "accelerations[0].linear", "accelerations[0].angular")))
+
+    # Many steps at once: (n, size) message bytes from (n,) times [s] and (n, k) arrays.
+    def joint_states(self, t: np.ndarray, positions, velocities, efforts) -> np.ndarray:
+        return self._joint_state.encode_rows((nanoseconds_array(t),), positions, velocities, efforts)
+
+    def efforts(self, forces) -> np.ndarray:
+        return self._effort.encode_rows((), forces)
+
+    def poses(self, t: np.ndarray, positions, quaternions) -> np.ndarray:
+        return self._pose.encode_rows((nanoseconds_array(t),), positions, quaternions)
+
+    def references(self, t: np.ndarray, poses, velocities, accelerations) -> np.ndarray:
+        """The reference messages of xi_d, xi_d_dot, xi_d_ddot rows, as :meth:`reference` converts one."""
+        euler, rates = poses[:, 3:], velocities[:, 3:]
+        return self._reference.encode_rows(
+            (nanoseconds_array(t),), poses[:, :3], rotation_rows.quaternion_from_euler_zyx(euler), velocities[:, :3],
+            rotation_rows.angular_velocity_from_euler_rates(euler, rates), accelerations[:, :3],
+            rotation_rows.angular_acceleration_from_euler(euler, rates, accelerations[:, 3:]))
 
     def joint_state(self, t: float, positions, velocities, efforts) -> bytes:
         return self._joint_state.encode((nanoseconds(t),), positions, velocities, efforts)

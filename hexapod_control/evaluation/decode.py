@@ -28,7 +28,7 @@ from hexapod_control.conventions import (
     joint_state_arrays,
 )
 from hexapod_control.errors import InvalidInputError
-from hexapod_control.evaluation import batch
+from hexapod_control.model import rotation_rows
 from hexapod_control.model.rotations import euler_zyx_from_quaternion
 
 # A reference point's numbers in message order (conventions.ReferencePoint), kept for replay.
@@ -232,10 +232,10 @@ class _BulkReference:
         ok = np.all(np.isfinite(numbers), axis=1)
         ok &= np.abs(np.linalg.norm(rotation, axis=1) - 1.0) <= QUATERNION_NORM_TOLERANCE
         with np.errstate(invalid="ignore", divide="ignore"):
-            euler = batch.euler_zyx_from_quaternion(rotation)
+            euler = rotation_rows.euler_zyx_from_quaternion(rotation)
             ok &= np.abs(np.cos(euler[:, 1])) >= EULER_SINGULARITY_COS
-            rates = batch.euler_rates_from_angular_velocity(euler, angular_velocity)
-            accelerations = batch.euler_accelerations(euler, rates, angular_acceleration)
+            rates = rotation_rows.euler_rates_from_angular_velocity(euler, angular_velocity)
+            accelerations = rotation_rows.euler_accelerations(euler, rates, angular_acceleration)
         stamp = cdr.time_field(data, layout, "stamp") + cdr.time_field(data, layout, "points[0].time_from_start")
         return stamp, (np.hstack((translation, euler)), np.hstack((linear_velocity, rates)),
                        np.hstack((linear_acceleration, accelerations)), numbers), ok
@@ -261,7 +261,7 @@ class _BulkPose:
     def values(self, data: np.ndarray, layout: cdr.Layout):
         position = cdr.float64_field(data, layout, "position")
         orientation = cdr.float64_field(data, layout, "orientation")
-        euler = batch.euler_zyx_from_quaternion(orientation)
+        euler = rotation_rows.euler_zyx_from_quaternion(orientation)
         ok = np.all(np.isfinite(position), axis=1) & np.all(np.isfinite(orientation), axis=1) & np.all(np.isfinite(euler), axis=1)
         return cdr.time_field(data, layout, "stamp"), (np.hstack((position, euler)),), ok
 
