@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from hexapod_control.control.reference_grid import ReferenceGrid
+from hexapod_control.control.reference_grid import ReferenceGrid, knot_interval
 from hexapod_control.control.trajectories import HoldTrajectory, SmoothMove, make_trajectory
 from hexapod_control.control.trajectory_player import TrajectoryPlayer
 from hexapod_control.errors import InvalidInputError
@@ -109,3 +109,35 @@ def test_the_player_samples_its_source_on_the_grid():
     assert failure == "" and reference.t == ORIGIN + 0.0101
     np.testing.assert_allclose(reference.pose, exact.pose, rtol=0, atol=1e-12)
     assert player.last_reference is reference
+
+
+def test_rows_of_the_operational_space_trajectory_are_its_samples():
+    trajectory = make_trajectory("operational_space", MODEL)
+    times = np.concatenate(([-0.5, 0.0], np.linspace(1e-4, 40.0, 2001)))
+    rows = trajectory.sample_rows(times)
+    samples = np.array([np.concatenate((s.pose, s.velocity, s.acceleration))
+                        for s in (trajectory.sample(float(t)) for t in times)])
+    np.testing.assert_allclose(rows, samples, rtol=1e-13, atol=1e-15)  # numpy's exp, sin, cos against math's
+    with pytest.raises(InvalidInputError):
+        trajectory.sample_rows(np.array([0.0, math.nan]))
+
+
+def test_a_held_span_has_every_knot_it_needs_and_keeps_those_it_held():
+    source = make_trajectory("operational_space", MODEL)
+    grid, reference = ReferenceGrid(PERIOD, 64), ReferenceGrid(PERIOD, 64)
+    grid.reset(source, ORIGIN)
+    reference.reset(source, ORIGIN)
+    for start, stop in ((0.0, 0.05), (0.05, 0.1), (0.0999, 0.11), (0.5, 0.55)):  # on, overlapping, after a jump
+        grid.hold(ORIGIN + start, ORIGIN + stop)
+        for t in np.arange(start, stop, 0.00025):
+            held, sampled = grid.sample(ORIGIN + t), reference.sample(ORIGIN + t)  # hold() makes sample() sample nothing
+            for part in ("pose", "velocity", "acceleration"):
+                np.testing.assert_allclose(getattr(held, part), getattr(sampled, part), rtol=1e-12, atol=1e-14)
+    counting = Counting(source)
+    grid.reset(counting, ORIGIN)
+    grid.hold(ORIGIN, ORIGIN + 0.05)
+    grid.hold(ORIGIN + 0.04, ORIGIN + 0.06)
+    # Each knot once, from 0 to the one after the last stamp (a source without rows: one by one).
+    assert counting.calls == knot_interval(grid.array, ORIGIN + 0.06)[0] + 2
+    with pytest.raises(ValueError):
+        grid.hold(ORIGIN, ORIGIN + 64 * PERIOD)

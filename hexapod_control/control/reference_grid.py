@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from hexapod_control.codegen.control_step import GRID_FIELDS, GRID_KNOT
-from hexapod_control.control.trajectories import Reference
+from hexapod_control.control.trajectories import Reference, sample_rows
 
 KNOT = GRID_KNOT  # pose (6), velocity (6), acceleration (6)
 _ORIGIN, _PERIOD, _FIRST, _COUNT = (GRID_FIELDS.index(name) for name in ("origin", "period", "first", "count"))
@@ -103,6 +103,28 @@ class ReferenceGrid:
             count += 1
             array[_COUNT] = count
 
+    def hold(self, start: float, stop: float) -> None:
+        """Hold the knots around every instant from ``start`` to ``stop`` and none before: those held
+        already are kept, the others sampled at once (the source's ``sample_rows``). ValueError when
+        they are more than the capacity."""
+        array = self.array
+        first_needed, _ = knot_interval(array, start)
+        last_needed = knot_interval(array, stop)[0] + 1
+        if last_needed - first_needed + 1 > self.capacity:
+            raise ValueError(f"{last_needed - first_needed + 1} knots needed, the grid holds {self.capacity}")
+        first, count = int(array[_FIRST]), int(array[_COUNT])
+        kept = 0
+        if count and first <= first_needed < first + count:
+            kept = min(first + count, last_needed + 1) - first_needed
+            at = _DATA + (first_needed - first) * KNOT
+            array[_DATA:_DATA + kept * KNOT] = array[at:at + kept * KNOT].copy()
+        array[_FIRST], array[_COUNT] = first_needed, kept  # consistent if the source fails below
+        indices = np.arange(first_needed + kept, last_needed + 1)
+        if len(indices):
+            rows = sample_rows(self.source, indices * self.period)
+            array[_DATA + kept * KNOT:_DATA + (kept + len(indices)) * KNOT] = rows.ravel()
+            array[_COUNT] = kept + len(indices)
+
     def sample(self, t: float) -> Reference:
         """The reference at ``t``, between the knots around it (sampled first where missing)."""
         self.extend(t)
@@ -116,3 +138,4 @@ class ReferenceGrid:
             for w1, w2, w3, w4, w5 in hermite_weights(s, self.period))
         return Reference(t, np.array([start + step for start, step in zip(p0, pose)]), np.array(velocity),
                          np.array(acceleration))
+

@@ -208,6 +208,34 @@ class OperationalSpaceTrajectory:
             acceleration[k] = dds * g + 2.0 * ds * dg + s * ddg
         return Reference(t, pose, velocity, acceleration)
 
+    def sample_rows(self, times: np.ndarray) -> np.ndarray:
+        """(n, 18) pose, velocity and acceleration at each of ``times``: :meth:`sample`'s formulas on
+        arrays (numpy's exp, sin and cos: equal to the last bit or two)."""
+        t = np.asarray(times, dtype=float)
+        if not np.all(np.isfinite(t)):
+            raise InvalidInputError("t: must be finite")
+        cfg = self.settings
+        kappa, after = cfg.ramp_rate, np.maximum(t, 0.0)
+        decay = np.exp(-kappa * after**3)
+        started = t > 0.0
+        s = np.where(started, 1.0 - decay, 0.0)
+        ds = np.where(started, 3.0 * kappa * after**2 * decay, 0.0)
+        dds = np.where(started, (6.0 * kappa * after - 9.0 * kappa**2 * after**4) * decay, 0.0)
+        omega = cfg.angular_frequency
+        cosine, sine = np.cos(omega * after), np.sin(omega * after)
+        rows = np.empty((len(t), 18))
+        for k in range(6):
+            if cfg.waveforms[k] == "sin":
+                w, dw, ddw = sine, omega * cosine, -omega * omega * sine
+            else:
+                w, dw, ddw = cosine, -omega * sine, -omega * omega * cosine
+            amplitude = cfg.amplitudes[k]
+            g, dg, ddg = amplitude * w - cfg.offsets[k], amplitude * dw, amplitude * ddw
+            rows[:, k] = self.centre[k] + s * g
+            rows[:, 6 + k] = ds * g + s * dg
+            rows[:, 12 + k] = dds * g + 2.0 * ds * dg + s * ddg
+        return rows
+
     def check_times(self) -> np.ndarray:
         """The instants at which it is checked against the limits (:func:`ramped_check_times`):
         every axis repeats with the one period 2 pi / omega."""
@@ -479,6 +507,19 @@ class CheckedTrajectory:
 
     def sample(self, t: float) -> Reference:
         return self.trajectory.sample(t)
+
+    def sample_rows(self, times: np.ndarray) -> np.ndarray:
+        return sample_rows(self.trajectory, times)
+
+
+def sample_rows(source, times: np.ndarray) -> np.ndarray:
+    """(n, 18) pose, velocity and acceleration of ``source`` at ``times``: its own ``sample_rows``
+    where it has one, else one sample at a time."""
+    rows = getattr(source, "sample_rows", None)
+    if rows is not None:
+        return rows(times)
+    samples = [source.sample(float(t)) for t in times]
+    return np.array([np.concatenate((r.pose, r.velocity, r.acceleration)) for r in samples]).reshape(len(times), 18)
 
 
 def check_trajectory_limits(trajectory: Trajectory, times, model: HexapodModel, where: str) -> None:
