@@ -21,7 +21,7 @@ pytest.importorskip("rclpy")
 from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
-from test_compiled_step import EVENT, MODEL, ROWS, STEPS, TOLERANCE, assert_row_met, reference_stale
+from test_compiled_step import EVENT, MODEL, ROWS, STEPS, TOLERANCE, assert_row_met, glitch, reference_stale
 from test_compiled_step import run as compiled_run
 
 from hexapod_control.control.loop import ControlLoop, Serialized
@@ -166,6 +166,28 @@ def test_bytes_answered_alike_with_late_publications_effort_and_superseded_state
     triple = run(controller, scenario, jitter=0.5)
     assert triple.actions[-1] == (Action.CONTROL, "")
     assert triple.answered_in_c > STEPS / 3  # the C call answered most states after the arming ramp
+
+
+@pytest.mark.parametrize("controller", ["computed_torque", "double_loop"])
+def test_the_arming_ramp_is_answered_from_the_bytes_alike(controller):
+    """A fault, then re-arming off the reference: the C call adds the ramp's offset to the grid's
+    reference (step_ramp) as the supervisor does, answer by answer."""
+    seen = {}
+
+    def scenario(k, triple, plant, stamp, q, qd):
+        answer = glitch(k, triple, plant, stamp, q, qd)
+        ramp = triple.loops[2].supervisor.ramp
+        if ramp is not None and k > EVENT and "ramp" not in seen:
+            seen["ramp"], seen["answered"] = ramp, triple.answered_in_c
+        if ramp is None and "ramp" in seen and "ended" not in seen:
+            seen["ended"] = triple.answered_in_c
+        return answer
+
+    triple = run(controller, scenario)
+    assert triple.loops[2].supervisor.faults == 1 and triple.actions[-1] == (Action.CONTROL, "")
+    ramp = seen["ramp"]
+    assert np.max(np.abs(ramp.displacement[:3])) > 1e-4  # a ramp of a real offset, not a hold
+    assert seen["ended"] - seen["answered"] > 0.8 * ramp.duration / MODEL.parameters.simulation.dt
 
 
 # Every row but the stale reference: a grid's reference is sampled at each stamp, never stale.

@@ -106,6 +106,14 @@ STEP_MEMORY = (
     ("reference_t", 1),  # SafetySupervisor.reference: the reference, its stamp and when it was taken
     ("reference", 18),
     ("reference_received", 1),
+    # SafetySupervisor.ramp (a SmoothMove) for the steps that read the grid: 1.0 while it runs, its
+    # start stamp, duration, start pose, displacement and target pose.
+    ("ramp", 1),
+    ("ramp_start", 1),
+    ("ramp_duration", 1),
+    ("ramp_start_pose", 6),
+    ("ramp_displacement", 6),
+    ("ramp_target", 6),
 )
 # (name, size): the inputs of one step.
 STEP_INPUTS = (
@@ -680,14 +688,42 @@ static int step_reference_problem(const double *reference, double t, const doubl
     return position > settings[STEP_MAX_REFERENCE_POSITION_STEP] || angle > settings[STEP_MAX_REFERENCE_ANGLE_STEP];
 }
 
-int hexapod_step_message(void *const *arrays, const unsigned char *data, long size, int answer)
+/* SafetySupervisor.tracked_reference: the reference plus the arming ramp's offset while it runs
+ * (SmoothMove.sample, _quintic); 0 when the ramp has ended at t (the supervisor then drops it). */
+static int step_ramp(const double *memory, double t, double *reference)
+{
+    const double duration = memory[MEMORY_RAMP_DURATION];
+    if (t >= memory[MEMORY_RAMP_START] + duration) {
+        return 0;
+    }
+    const double u = (t - memory[MEMORY_RAMP_START]) / duration;
+    double sigma = 0.0, dsigma = 0.0, ddsigma = 0.0;
+    if (u >= 1.0) {
+        sigma = 1.0;
+    } else if (u > 0.0) {
+        sigma = pow(u, 3.0) * (10.0 - 15.0 * u + 6.0 * u * u);
+        dsigma = 30.0 * u * u * pow(1.0 - u, 2.0);
+        ddsigma = 60.0 * u * (1.0 - u) * (1.0 - 2.0 * u);
+    }
+    const double rate = dsigma / duration, curvature = ddsigma / pow(duration, 2.0);
+    for (int k = 0; k < 6; ++k) {
+        const double displacement = memory[MEMORY_RAMP_DISPLACEMENT + k];
+        const double pose = memory[MEMORY_RAMP_START_POSE + k] + sigma * displacement;
+        reference[k] = reference[k] + (pose - memory[MEMORY_RAMP_TARGET + k]);
+        reference[6 + k] = reference[6 + k] + rate * displacement;
+        reference[12 + k] = reference[12 + k] + curvature * displacement;
+    }
+    return 1;
+}
+
+/* The step of the joint state in the inputs (its clock, stamp, arrays and effort), as
+ * hexapod_step_message after reading the bytes: taken (answer = 0), or answered against the grid's
+ * reference at its stamp, with the arming ramp's offset while it runs (the inputs keep the grid's
+ * reference). Shared with the compiled lockstep loop (codegen/lockstep.py). */
+static int step_inputs(void *const *arrays, int answer)
 {
     double *inputs = arrays[0], *memory = arrays[1], *out = arrays[6];
     const double *settings = arrays[2], *grid = arrays[9];
-    const int64_t *wire = arrays[7];
-    if (!step_read_message(data, size, wire, arrays[8], inputs)) {
-        return STEP_STATUS_LAYOUT;
-    }
     const double now = inputs[INPUT_NOW], t = inputs[INPUT_STAMP];
     double reference[18];
     if (answer && !step_grid_reference(grid, t, reference)) {
@@ -701,18 +737,34 @@ int hexapod_step_message(void *const *arrays, const unsigned char *data, long si
     if (step_reference_problem(reference, t, memory + MEMORY_REFERENCE, settings)) {
         return STEP_STATUS_REFERENCE;
     }
-    memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference);
+    memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference); /* tracked, for the command only */
+    const int ramp = memory[MEMORY_RAMP] != 0.0 && step_ramp(memory, t, inputs + INPUT_REFERENCE);
     inputs[INPUT_REFERENCE_RECEIVED] = now;
     const int status = hexapod_step_command(inputs, memory, settings, arrays[3], arrays[4], arrays[5], out);
+    memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference);
     if (status != STEP_STATUS_CONTROL) {
         return status;
     }
+    memory[MEMORY_RAMP] = ramp;
     memory[MEMORY_REFERENCE_TAKEN] = 1.0;
     memory[MEMORY_REFERENCE_T] = t;
     memcpy(memory + MEMORY_REFERENCE, reference, sizeof reference);
     memory[MEMORY_REFERENCE_RECEIVED] = now;
-    memcpy((unsigned char *)arrays[10] + wire[WIRE_COMMAND], out + OUTPUT_FORCES, 6 * sizeof(double));
     return STEP_STATUS_CONTROL;
+}
+
+int hexapod_step_message(void *const *arrays, const unsigned char *data, long size, int answer)
+{
+    const int64_t *wire = arrays[7];
+    if (!step_read_message(data, size, wire, arrays[8], arrays[0])) {
+        return STEP_STATUS_LAYOUT;
+    }
+    const int status = step_inputs(arrays, answer);
+    if (status == STEP_STATUS_CONTROL) {
+        const double *out = arrays[6];
+        memcpy((unsigned char *)arrays[10] + wire[WIRE_COMMAND], out + OUTPUT_FORCES, 6 * sizeof(double));
+    }
+    return status;
 }
 """
 

@@ -276,6 +276,12 @@ class CompiledStep:
         if self._double_loop:
             law_state[18:24] = law.integral
         view("updated_at")[...] = _nan_for_none(law.updated_at)
+        ramp = supervisor.ramp
+        view("ramp")[...] = ramp is not None
+        if ramp is not None:
+            view("ramp_start")[...], view("ramp_duration")[...] = ramp.start_time, ramp.duration
+            view("ramp_start_pose")[...], view("ramp_displacement")[...] = ramp.start_pose, ramp.displacement
+            view("ramp_target")[...] = ramp.target_pose
         self._controlled = False
         self._pack_reference()
         self.owned = True
@@ -323,6 +329,8 @@ class CompiledStep:
         supervisor.frozen_since = _none_for_nan(view("frozen_since")[0])
         supervisor.frozen_force_sum = view("frozen_force_sum").copy()
         supervisor.frozen_commands = int(view("frozen_commands")[0])
+        if not view("ramp")[0]:
+            supervisor.ramp = None  # reached in a message step (SafetySupervisor.tracked_reference)
         _unpack_window(view("period"), controller.flight.stamps, control_step.PERIOD_WINDOW)
         sent = view("sent")
         count, next_slot = int(sent[0]), int(sent[1])

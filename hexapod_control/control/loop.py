@@ -448,8 +448,8 @@ class ControlLoop:
         return self._answer(now, stamp, self._names[0], reference_source, efforts, compiled=False)
 
     def ready_for_c(self) -> bool:
-        """Whether an rcl loop in C may run the compiled step on the bytes now (tracking, past the
-        arming ramp, serving bytes); the step's memory is then the state of record."""
+        """Whether an rcl loop in C may run the compiled step on the bytes now (tracking, serving
+        bytes); the step's memory is then the state of record."""
         if not self._serves_bytes():
             return False
         if not self._step.owned:
@@ -457,10 +457,9 @@ class ControlLoop:
         return True
 
     def _serves_bytes(self) -> bool:
-        """Serving bytes (serve_serialized), tracking and past the arming ramp: the steps the message
-        step may finish (it reads the stream's reference, without the ramp's offset)."""
+        """Serving bytes (serve_serialized) and tracking: the steps the message step may finish."""
         step = self._step
-        return step is not None and step.serving and self._tracking() and self.supervisor.ramp is None
+        return step is not None and step.serving and self._tracking()
 
     def tracking_status_due(self) -> float:
         """When the next diagnostics status of a tracking answer is due (-inf: at the next answer)."""

@@ -892,7 +892,7 @@ int hexapod_predict(const double *q, const double *qd, const double *phi, const 
 
 /* Layouts of the whole step's arrays (read by compiled_step.py), and their offsets. */
 const char hexapod_step_settings[] = "max_future_stamp[1] max_feedback_age[1] plausible_position_margin[1] plausible_speed_factor[1] plausible_step_margin[1] reference_timeout[1] max_saturation_time[1] frozen_feedback_time[1] position_min[1] position_max[1] min_slider_separation[1] speed_max[1] force_limit[1] rate_min[1] rate_max[1] rate_tolerance[1] rate_known_spacings[1] rate_window[1] rate_drop_span[1] period_window[1] nominal_period[1] flight_length[1] stamp_tolerance[1] estimate[1] max_delay_periods[1] longest_delay[1] estimator_time_constant[1] switch_ratio[1] double_loop[1] law_period[1] longest_period[1] max_reference_position_step[1] max_reference_angle_step[1]";
-const char hexapod_step_memory[] = "last_stamp[1] last_valid[1] last_valid_stamp[1] last_valid_q[6] last_valid_qd[6] rate[203] saturated_since[1] frozen_since[1] frozen_force_sum[6] frozen_commands[1] period[33] sent[130] effort_stamp[1] effort[6] measurement[1] measurement_t[1] measurement_q[6] measurement_qd[6] measurement_phi[3] misfits[16] delay_periods[1] estimate_changes[1] prediction[1] prediction_q[6] prediction_qd[6] measured_state[24] law_state[24] updated_at[1] reference_taken[1] reference_t[1] reference[18] reference_received[1]";
+const char hexapod_step_memory[] = "last_stamp[1] last_valid[1] last_valid_stamp[1] last_valid_q[6] last_valid_qd[6] rate[203] saturated_since[1] frozen_since[1] frozen_force_sum[6] frozen_commands[1] period[33] sent[130] effort_stamp[1] effort[6] measurement[1] measurement_t[1] measurement_q[6] measurement_qd[6] measurement_phi[3] misfits[16] delay_periods[1] estimate_changes[1] prediction[1] prediction_q[6] prediction_qd[6] measured_state[24] law_state[24] updated_at[1] reference_taken[1] reference_t[1] reference[18] reference_received[1] ramp[1] ramp_start[1] ramp_duration[1] ramp_start_pose[6] ramp_displacement[6] ramp_target[6]";
 const char hexapod_step_inputs[] = "now[1] stamp[1] q[6] qd[6] effort_given[1] effort[6] reference[18] reference_received[1]";
 const char hexapod_step_outputs[] = "forces[6] saturated[6] pose[6] pose_error[6] position_error_norm[1] orientation_error_norm[1] law_status[1] jacobian_conditioning[1] constraint_conditioning[1] fk_iterations[1] fk_residual[1] joint_command[6] velocity_error[6] phi[3] cycle_status[1] intake[1]";
 const char hexapod_step_statuses[] = "taken repeated control invalid stale state_limits rate reference_stale measure applied_force predict law saturation frozen_window reference layout grid";
@@ -980,7 +980,13 @@ const char hexapod_step_statuses[] = "taken repeated control invalid stale state
 #define MEMORY_REFERENCE_T 495
 #define MEMORY_REFERENCE 496
 #define MEMORY_REFERENCE_RECEIVED 514
-#define MEMORY_SIZE 515
+#define MEMORY_RAMP 515
+#define MEMORY_RAMP_START 516
+#define MEMORY_RAMP_DURATION 517
+#define MEMORY_RAMP_START_POSE 518
+#define MEMORY_RAMP_DISPLACEMENT 524
+#define MEMORY_RAMP_TARGET 530
+#define MEMORY_SIZE 536
 #define INPUT_NOW 0
 #define INPUT_STAMP 1
 #define INPUT_Q 2
@@ -1537,14 +1543,42 @@ static int step_reference_problem(const double *reference, double t, const doubl
     return position > settings[STEP_MAX_REFERENCE_POSITION_STEP] || angle > settings[STEP_MAX_REFERENCE_ANGLE_STEP];
 }
 
-int hexapod_step_message(void *const *arrays, const unsigned char *data, long size, int answer)
+/* SafetySupervisor.tracked_reference: the reference plus the arming ramp's offset while it runs
+ * (SmoothMove.sample, _quintic); 0 when the ramp has ended at t (the supervisor then drops it). */
+static int step_ramp(const double *memory, double t, double *reference)
+{
+    const double duration = memory[MEMORY_RAMP_DURATION];
+    if (t >= memory[MEMORY_RAMP_START] + duration) {
+        return 0;
+    }
+    const double u = (t - memory[MEMORY_RAMP_START]) / duration;
+    double sigma = 0.0, dsigma = 0.0, ddsigma = 0.0;
+    if (u >= 1.0) {
+        sigma = 1.0;
+    } else if (u > 0.0) {
+        sigma = pow(u, 3.0) * (10.0 - 15.0 * u + 6.0 * u * u);
+        dsigma = 30.0 * u * u * pow(1.0 - u, 2.0);
+        ddsigma = 60.0 * u * (1.0 - u) * (1.0 - 2.0 * u);
+    }
+    const double rate = dsigma / duration, curvature = ddsigma / pow(duration, 2.0);
+    for (int k = 0; k < 6; ++k) {
+        const double displacement = memory[MEMORY_RAMP_DISPLACEMENT + k];
+        const double pose = memory[MEMORY_RAMP_START_POSE + k] + sigma * displacement;
+        reference[k] = reference[k] + (pose - memory[MEMORY_RAMP_TARGET + k]);
+        reference[6 + k] = reference[6 + k] + rate * displacement;
+        reference[12 + k] = reference[12 + k] + curvature * displacement;
+    }
+    return 1;
+}
+
+/* The step of the joint state in the inputs (its clock, stamp, arrays and effort), as
+ * hexapod_step_message after reading the bytes: taken (answer = 0), or answered against the grid's
+ * reference at its stamp, with the arming ramp's offset while it runs (the inputs keep the grid's
+ * reference). Shared with the compiled lockstep loop (codegen/lockstep.py). */
+static int step_inputs(void *const *arrays, int answer)
 {
     double *inputs = arrays[0], *memory = arrays[1], *out = arrays[6];
     const double *settings = arrays[2], *grid = arrays[9];
-    const int64_t *wire = arrays[7];
-    if (!step_read_message(data, size, wire, arrays[8], inputs)) {
-        return STEP_STATUS_LAYOUT;
-    }
     const double now = inputs[INPUT_NOW], t = inputs[INPUT_STAMP];
     double reference[18];
     if (answer && !step_grid_reference(grid, t, reference)) {
@@ -1558,18 +1592,34 @@ int hexapod_step_message(void *const *arrays, const unsigned char *data, long si
     if (step_reference_problem(reference, t, memory + MEMORY_REFERENCE, settings)) {
         return STEP_STATUS_REFERENCE;
     }
-    memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference);
+    memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference); /* tracked, for the command only */
+    const int ramp = memory[MEMORY_RAMP] != 0.0 && step_ramp(memory, t, inputs + INPUT_REFERENCE);
     inputs[INPUT_REFERENCE_RECEIVED] = now;
     const int status = hexapod_step_command(inputs, memory, settings, arrays[3], arrays[4], arrays[5], out);
+    memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference);
     if (status != STEP_STATUS_CONTROL) {
         return status;
     }
+    memory[MEMORY_RAMP] = ramp;
     memory[MEMORY_REFERENCE_TAKEN] = 1.0;
     memory[MEMORY_REFERENCE_T] = t;
     memcpy(memory + MEMORY_REFERENCE, reference, sizeof reference);
     memory[MEMORY_REFERENCE_RECEIVED] = now;
-    memcpy((unsigned char *)arrays[10] + wire[WIRE_COMMAND], out + OUTPUT_FORCES, 6 * sizeof(double));
     return STEP_STATUS_CONTROL;
+}
+
+int hexapod_step_message(void *const *arrays, const unsigned char *data, long size, int answer)
+{
+    const int64_t *wire = arrays[7];
+    if (!step_read_message(data, size, wire, arrays[8], arrays[0])) {
+        return STEP_STATUS_LAYOUT;
+    }
+    const int status = step_inputs(arrays, answer);
+    if (status == STEP_STATUS_CONTROL) {
+        const double *out = arrays[6];
+        memcpy((unsigned char *)arrays[10] + wire[WIRE_COMMAND], out + OUTPUT_FORCES, 6 * sizeof(double));
+    }
+    return status;
 }
 
 /* Layouts of the plant step's arrays (read by compiled_plant.py), and their offsets. */
