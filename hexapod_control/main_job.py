@@ -157,10 +157,10 @@ def run_direct(job: JobSettings, controller_name: str, duration: float, bag_path
     recorder = RecordWriter(writer, job.topic_keys, parameters.ros)
     started = time.monotonic()
     try:
-        for record in loop.run(duration):
-            recorder.write(record)
+        for block in loop.run_blocks(duration):
+            recorder.write_block(block)
             if progress:
-                progress.update(plant.time, record.step.decision.action.value)
+                progress.update(plant.time, block.action)
     finally:
         writer.close()
     return {

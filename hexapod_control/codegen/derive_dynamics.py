@@ -47,7 +47,7 @@ import sympy as sp
 from sympy.printing.c import C99CodePrinter
 from sympy.printing.pycode import PythonCodePrinter
 
-from hexapod_control.codegen import control_cycle, control_step, delay_prediction, plant_step
+from hexapod_control.codegen import control_cycle, control_step, delay_prediction, lockstep, plant_step
 
 SIDE_ANGLES_DEG = (-90, 30, 150)
 N_SIDES = 3
@@ -953,7 +953,7 @@ def generate_sources() -> tuple[str, str, str]:
         *c_functions,
     ]
     cycle_source = (control_cycle.cycle_source(len(PARAMETER_NAMES)) + delay_prediction.prediction_source()
-                    + control_step.step_source() + plant_step.plant_source())
+                    + control_step.step_source() + plant_step.plant_source() + lockstep.lockstep_source())
     return python_source, "".join(c_parts), cycle_source
 
 

@@ -432,6 +432,12 @@ class CompiledStep:
         self._message_arrays = (ctypes.c_void_p * 11)(*(buffer.ctypes.data for buffer in buffers),
                                                       ctypes.addressof(self._command_buffer))
 
+    def grid_arrays(self, grid: np.ndarray):
+        """The arrays of :meth:`serve_messages` around ``grid`` alone, for a caller that fills the
+        inputs itself (the compiled lockstep loop, codegen/lockstep.py): no message is read."""
+        buffers = (self._inputs, self.memory, *self._constants, self._out)
+        return (ctypes.c_void_p * 11)(*(buffer.ctypes.data for buffer in buffers), None, None, grid.ctypes.data, None)
+
     @property
     def serving(self) -> bool:
         return self._message_arrays is not None

@@ -450,10 +450,16 @@ class ControlLoop:
     def ready_for_c(self) -> bool:
         """Whether an rcl loop in C may run the compiled step on the bytes now (tracking, serving
         bytes); the step's memory is then the state of record."""
-        if not self._serves_bytes():
+        return self._serves_bytes() and self.ready_for_compiled_steps()
+
+    def ready_for_compiled_steps(self) -> bool:
+        """Whether C code may run the compiled step against a reference grid now (tracking; the
+        arming ramp's offset is added in C); the step's memory is then the state of record."""
+        step = self._step
+        if step is None or not self._tracking():
             return False
-        if not self._step.owned:
-            self._step.take()
+        if not step.owned:
+            step.take()
         return True
 
     def _serves_bytes(self) -> bool:

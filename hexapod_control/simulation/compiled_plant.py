@@ -115,6 +115,11 @@ class CompiledPlantStep:
         self.finished = 0
         self.deferred: collections.Counter[str] = collections.Counter()
 
+    @property
+    def constant_addresses(self) -> tuple[int, int, int, int]:
+        """Addresses of the plant settings, drives, settings and parameters the step reads."""
+        return self._arguments[4:8]
+
     def step(self, q, qd, forces, state: KinematicState):
         """(q, q_d, phi) as tuples after one plant step from (``q``, ``qd``) under ``forces`` (6,) [N],
         with ``state`` advanced; None, with ``state`` unchanged, where the Python step is to run."""

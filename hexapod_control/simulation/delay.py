@@ -98,6 +98,26 @@ class DelayedPlant(Plant):
         """Commands sent and not yet delivered."""
         return len(self._in_flight)
 
+    def transport_state(self) -> tuple[int, int, int, int, list[tuple[int, tuple[float, ...]]]]:
+        """(updates so far, last arrival step, commands sent, commands lost, commands in flight as
+        (arrival step, forces)), for the compiled lockstep loop (compiled_lockstep.py)."""
+        return self._step, self._last_arrival, self.sent, self.lost, list(self._in_flight)
+
+    def upcoming_draws(self, commands: int) -> np.ndarray:
+        """The uniform draws of the next ``commands`` commands, two each (drop, then lateness), left
+        undrawn: :meth:`restore_transport` draws those of the commands sent."""
+        state = self._rng.bit_generator.state
+        draws = self._rng.random(2 * commands)
+        self._rng.bit_generator.state = state
+        return draws
+
+    def restore_transport(self, step: int, last_arrival: int, sent: int, lost: int, in_flight) -> None:
+        """Take the transport's state after commands were sent elsewhere (compiled_lockstep.py) with
+        the draws of :meth:`upcoming_draws`, which are drawn here."""
+        self._rng.random(2 * (sent - self.sent))
+        self._step, self._last_arrival, self.sent, self.lost = step, last_arrival, sent, lost
+        self._in_flight = deque((arrival, tuple(forces)) for arrival, forces in in_flight)
+
     def step(self, steps: int = 1) -> None:
         for _ in range(steps):
             delivered = None

@@ -205,6 +205,36 @@ class EmbeddedSimulator(Plant):
             self._q, self._qd = q, qd
             self._finish_step()
 
+    @property
+    def ideal_sensor(self) -> bool:
+        """A C step and a sensor that measures the state itself (no noise, quantisation or delay):
+        the plants the compiled lockstep loop steps (compiled_lockstep.py)."""
+        sensor = self.settings.sensor
+        return (self.compiled is not None and sensor.noise_std == 0.0 and sensor.encoder_resolution == 0.0
+                and sensor.delay_steps == 0)
+
+    def lockstep_state(self):
+        """(q, q_d, the drives' saturated forces, phi, the warm start (18,)) for the compiled lockstep
+        loop; None while external forces act, or without :attr:`ideal_sensor`."""
+        if self._external is not None or not self.ideal_sensor:
+            return None
+        state = self.kinematic_state
+        return (self._q, self._qd, self._forces, self._phi,
+                (*state.last_q, *state.last_phi, *state.previous_q, *state.previous_phi))
+
+    def lockstep_resume(self, q, qd, forces, phi, warm, steps: int) -> None:
+        """Take the state the compiled lockstep loop reached after ``steps`` steps of this plant (the
+        forces it holds may have changed without a step)."""
+        self._forces = tuple(forces)
+        if steps == 0:
+            return
+        state = self.kinematic_state
+        state.last_q, state.last_phi, state.previous_q, state.previous_phi = (
+            tuple(warm[0:6]), tuple(warm[6:9]), tuple(warm[9:15]), tuple(warm[15:18]))
+        self._q, self._qd, self._phi = tuple(q), tuple(qd), tuple(phi)
+        self._steps += steps - 1
+        self._finish_step()
+
     def _finish_step(self) -> None:
         self._steps += 1
         self._history.append((self._q, self._qd))

@@ -8,17 +8,22 @@ alike.
 
 from __future__ import annotations
 
+import numpy as np
+
 from hexapod_control.bags import BagWriter, StepMessages, diagnostics_cdr, nanoseconds
+from hexapod_control.bags.messages import nanoseconds_array
 from hexapod_control.conventions import TOPICS
+from hexapod_control.model import rotation_rows
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
-from hexapod_control.simulation.lockstep import LoopRecord
+from hexapod_control.simulation.lockstep import LoopBlock, LoopRecord
 
 CONTROLLER_NODE_NAME = "hexapod_controller"  # the diagnostics name the controller node gives
 
 
 class RecordWriter:
     """Writes the messages the DDS stack's nodes publish for each lockstep step into ``writer``,
-    stamped and logged at the step's t: the topics named by ``keys`` (conventions.TOPICS keys)."""
+    stamped and logged at the step's t: the topics named by ``keys`` (conventions.TOPICS keys), a
+    step (:meth:`write`) or a block of steps (:meth:`write_block`) at a time."""
 
     def __init__(self, writer: BagWriter, keys, names):
         self.writer = writer
@@ -42,3 +47,31 @@ class RecordWriter:
             status = step.diagnostic
             write(TOPICS["diagnostics"], log, diagnostics_cdr(
                 t, [(int(status.level), f"{CONTROLLER_NODE_NAME}: safety", status.message, status.values)]))
+
+    def write_block(self, block: LoopBlock) -> None:
+        """The messages :meth:`write` writes for each step of ``block``, encoded and written in bulk."""
+        keys, messages = self.keys, self.messages
+        t = block.t
+        log = nanoseconds_array(t)
+        blocks = []
+        if "reference" in keys:
+            rows = block.has_reference
+            reference = block.field("reference")[rows]
+            blocks.append((TOPICS["reference"], log[rows],
+                           messages.references(t[rows], reference[:, :6], reference[:, 6:12], reference[:, 12:])))
+        if "joint_states" in keys:
+            blocks.append((TOPICS["joint_states"], log, messages.joint_states(
+                t, block.field("q"), block.field("qd"), block.field("applied"))))
+        if "platform_pose" in keys:
+            rows = block.has_pose
+            pose = block.field("pose")[rows]
+            blocks.append((TOPICS["platform_pose"], log[rows],
+                           messages.poses(t[rows], pose[:, :3], rotation_rows.quaternion_from_euler_zyx(pose[:, 3:]))))
+        if "effort_commands" in keys:
+            blocks.append((TOPICS["effort_commands"], log, messages.efforts(block.field("forces"))))
+        if "diagnostics" in keys:
+            for row, status in block.diagnostics:
+                data = diagnostics_cdr(float(t[row]), [(int(status.level), f"{CONTROLLER_NODE_NAME}: safety",
+                                                        status.message, status.values)])
+                blocks.append((TOPICS["diagnostics"], log[row:row + 1], np.frombuffer(data, dtype=np.uint8)[None, :]))
+        self.writer.write_blocks(blocks)

@@ -1688,3 +1688,164 @@ int hexapod_plant_step(const double *q, const double *qd, const double *forces, 
     }
     return STATUS_OK;
 }
+
+/* Layouts of the lockstep loop's arrays (read by compiled_lockstep.py), and their offsets. */
+const char hexapod_lockstep_state[] = "q[6] qd[6] forces[6] phi[3] warm[24] force_limit[1] delayed[1] periods[1] jitter[1] drop[1] transport_step[1] last_arrival[1] sent[1] lost[1] flight_count[1] flight_head[1] flight[112] diagnostic_due[1] done[1] reason[1] status[1]";
+const char hexapod_lockstep_row[] = "t[1] q[6] qd[6] applied[6] forces[6] pose[6] reference[18]";
+const char hexapod_lockstep_reasons[] = "finished answered pending plant";
+#define LOCKSTEP_FLIGHT_CAPACITY 16
+#define LOCKSTEP_FLIGHT_ENTRY 7
+#define LOCKSTEP_Q 0
+#define LOCKSTEP_QD 6
+#define LOCKSTEP_FORCES 12
+#define LOCKSTEP_PHI 18
+#define LOCKSTEP_WARM 21
+#define LOCKSTEP_FORCE_LIMIT 45
+#define LOCKSTEP_DELAYED 46
+#define LOCKSTEP_PERIODS 47
+#define LOCKSTEP_JITTER 48
+#define LOCKSTEP_DROP 49
+#define LOCKSTEP_TRANSPORT_STEP 50
+#define LOCKSTEP_LAST_ARRIVAL 51
+#define LOCKSTEP_SENT 52
+#define LOCKSTEP_LOST 53
+#define LOCKSTEP_FLIGHT_COUNT 54
+#define LOCKSTEP_FLIGHT_HEAD 55
+#define LOCKSTEP_FLIGHT 56
+#define LOCKSTEP_DIAGNOSTIC_DUE 168
+#define LOCKSTEP_DONE 169
+#define LOCKSTEP_REASON 170
+#define LOCKSTEP_STATUS 171
+#define LOCKSTEP_SIZE 172
+#define LOCKSTEP_ROW_T 0
+#define LOCKSTEP_ROW_Q 1
+#define LOCKSTEP_ROW_QD 7
+#define LOCKSTEP_ROW_APPLIED 13
+#define LOCKSTEP_ROW_FORCES 19
+#define LOCKSTEP_ROW_POSE 25
+#define LOCKSTEP_ROW_REFERENCE 31
+#define LOCKSTEP_ROW_SIZE 49
+#define LOCKSTEP_REASON_FINISHED 0
+#define LOCKSTEP_REASON_ANSWERED 1
+#define LOCKSTEP_REASON_PENDING 2
+#define LOCKSTEP_REASON_PLANT 3
+
+/* ------------------------------------------------------------------------------ the lockstep loop */
+/* LockstepLoop's steps (codegen/lockstep.py), called by simulation/compiled_lockstep.py.
+ *
+ *   int hexapod_lockstep(void *const step_arrays[11], void *const plant_arrays[4], double lock[...],
+ *                        const double stamps[count], const double draws[2 count], double rows[...],
+ *                        long count)
+ *
+ * step_arrays: as for hexapod_step_message (wire, learned bytes and command unused); plant_arrays:
+ * the plant step's settings, drives, settings, parameters. Returns the reason (LOCKSTEP_REASON_*),
+ * also in lock[LOCKSTEP_REASON], with the steps done in lock[LOCKSTEP_DONE]. */
+
+/* DelayedPlant.apply_forces: the command is lost, or joins the queue at its arrival step. */
+static void lockstep_send(double *lock, const double *forces, const double *draws)
+{
+    if (lock[LOCKSTEP_DELAYED] == 0.0) { /* no transport: EmbeddedSimulator.apply_forces */
+        const double limit = lock[LOCKSTEP_FORCE_LIMIT];
+        for (int k = 0; k < 6; ++k) {
+            lock[LOCKSTEP_FORCES + k] = fmin(fmax(forces[k], -limit), limit);
+        }
+        return;
+    }
+    lock[LOCKSTEP_SENT] += 1.0;
+    const int lost = draws[0] < lock[LOCKSTEP_DROP];
+    const double extra = draws[1] * (lock[LOCKSTEP_JITTER] + 1.0);
+    if (lost) {
+        lock[LOCKSTEP_LOST] += 1.0;
+        return;
+    }
+    const double arrival = fmax(lock[LOCKSTEP_TRANSPORT_STEP] + lock[LOCKSTEP_PERIODS] + floor(extra),
+                                lock[LOCKSTEP_LAST_ARRIVAL]);
+    lock[LOCKSTEP_LAST_ARRIVAL] = arrival;
+    const int count = (int)lock[LOCKSTEP_FLIGHT_COUNT];
+    const int slot = ((int)lock[LOCKSTEP_FLIGHT_HEAD] + count) % LOCKSTEP_FLIGHT_CAPACITY;
+    double *entry = lock + LOCKSTEP_FLIGHT + LOCKSTEP_FLIGHT_ENTRY * slot;
+    entry[0] = arrival;
+    memcpy(entry + 1, forces, 6 * sizeof(double));
+    lock[LOCKSTEP_FLIGHT_COUNT] = count + 1;
+}
+
+/* DelayedPlant.step's delivery: the forces acting over this step (the newest arrival due wins,
+ * saturated as EmbeddedSimulator.apply_forces does), and how many commands leave the queue. */
+static int lockstep_deliver(const double *lock, double *acting)
+{
+    memcpy(acting, lock + LOCKSTEP_FORCES, 6 * sizeof(double));
+    if (lock[LOCKSTEP_DELAYED] == 0.0) {
+        return 0;
+    }
+    const int count = (int)lock[LOCKSTEP_FLIGHT_COUNT], head = (int)lock[LOCKSTEP_FLIGHT_HEAD];
+    const double limit = lock[LOCKSTEP_FORCE_LIMIT];
+    int delivered = 0;
+    while (delivered < count) {
+        const double *entry = lock + LOCKSTEP_FLIGHT + LOCKSTEP_FLIGHT_ENTRY * ((head + delivered) % LOCKSTEP_FLIGHT_CAPACITY);
+        if (!(entry[0] <= lock[LOCKSTEP_TRANSPORT_STEP])) {
+            break;
+        }
+        for (int k = 0; k < 6; ++k) {
+            acting[k] = fmin(fmax(entry[1 + k], -limit), limit);
+        }
+        ++delivered;
+    }
+    return delivered;
+}
+
+static int lockstep_return(double *lock, long done, int reason, int status)
+{
+    lock[LOCKSTEP_DONE] = (double)done;
+    lock[LOCKSTEP_REASON] = reason;
+    lock[LOCKSTEP_STATUS] = status;
+    return reason;
+}
+
+int hexapod_lockstep(void *const *step_arrays, void *const *plant_arrays, double *lock, const double *stamps,
+                     const double *draws, double *rows, long count)
+{
+    double *inputs = step_arrays[0];
+    const double *out = step_arrays[6];
+    for (long j = 0; j < count; ++j) {
+        const double stamp = stamps[j];
+        inputs[INPUT_NOW] = stamp;
+        inputs[INPUT_STAMP] = stamp;
+        memcpy(inputs + INPUT_Q, lock + LOCKSTEP_Q, 6 * sizeof(double));
+        memcpy(inputs + INPUT_QD, lock + LOCKSTEP_QD, 6 * sizeof(double));
+        inputs[INPUT_EFFORT_GIVEN] = 0.0;
+        memset(inputs + INPUT_EFFORT, 0, 6 * sizeof(double));
+        const int status = step_inputs(step_arrays, 1);
+        if (status != STEP_STATUS_CONTROL) {
+            return lockstep_return(lock, j, LOCKSTEP_REASON_PENDING, status);
+        }
+        double *row = rows + j * LOCKSTEP_ROW_SIZE;
+        row[LOCKSTEP_ROW_T] = stamp;
+        memcpy(row + LOCKSTEP_ROW_Q, lock + LOCKSTEP_Q, 6 * sizeof(double));
+        memcpy(row + LOCKSTEP_ROW_QD, lock + LOCKSTEP_QD, 6 * sizeof(double));
+        memcpy(row + LOCKSTEP_ROW_APPLIED, lock + LOCKSTEP_FORCES, 6 * sizeof(double));
+        memcpy(row + LOCKSTEP_ROW_FORCES, out + OUTPUT_FORCES, 6 * sizeof(double));
+        memcpy(row + LOCKSTEP_ROW_POSE, out + OUTPUT_POSE, 6 * sizeof(double));
+        memcpy(row + LOCKSTEP_ROW_REFERENCE, inputs + INPUT_REFERENCE, 18 * sizeof(double));
+        lockstep_send(lock, out + OUTPUT_FORCES, draws + 2 * j);
+        double acting[6], stepped[PLANT_SIZE];
+        const int delivered = lockstep_deliver(lock, acting);
+        if (hexapod_plant_step(lock + LOCKSTEP_Q, lock + LOCKSTEP_QD, acting, lock + LOCKSTEP_WARM, plant_arrays[0],
+                               plant_arrays[1], plant_arrays[2], plant_arrays[3], stepped) != STATUS_OK) {
+            return lockstep_return(lock, j, LOCKSTEP_REASON_PLANT, STEP_STATUS_CONTROL);
+        }
+        memcpy(lock + LOCKSTEP_Q, stepped + PLANT_Q, 6 * sizeof(double));
+        memcpy(lock + LOCKSTEP_QD, stepped + PLANT_QD, 6 * sizeof(double));
+        memcpy(lock + LOCKSTEP_PHI, stepped + PLANT_PHI, 3 * sizeof(double));
+        memcpy(lock + LOCKSTEP_WARM, stepped + PLANT_STATE, STATE_SIZE * sizeof(double));
+        memcpy(lock + LOCKSTEP_FORCES, acting, 6 * sizeof(double));
+        if (lock[LOCKSTEP_DELAYED] != 0.0) {
+            lock[LOCKSTEP_FLIGHT_HEAD] = ((int)lock[LOCKSTEP_FLIGHT_HEAD] + delivered) % LOCKSTEP_FLIGHT_CAPACITY;
+            lock[LOCKSTEP_FLIGHT_COUNT] -= delivered;
+            lock[LOCKSTEP_TRANSPORT_STEP] += 1.0;
+        }
+        if (stamp >= lock[LOCKSTEP_DIAGNOSTIC_DUE] || out[OUTPUT_LAW_STATUS] != 0.0) {
+            return lockstep_return(lock, j + 1, LOCKSTEP_REASON_ANSWERED, STEP_STATUS_CONTROL);
+        }
+    }
+    return lockstep_return(lock, count, LOCKSTEP_REASON_FINISHED, STEP_STATUS_CONTROL);
+}
