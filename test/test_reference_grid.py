@@ -111,6 +111,24 @@ def test_the_player_samples_its_source_on_the_grid():
     assert player.last_reference is reference
 
 
+def test_the_player_holds_a_span_ahead_of_a_move_then_its_trajectory():
+    player = TrajectoryPlayer(MODEL, "operational_space")
+    player.measured(HOME + np.array([0.004, -0.003, 0.002, 0.01, 0.0, -0.02]), ORIGIN)
+    player.start(ORIGIN)  # a move to the trajectory's start, then the trajectory
+    end = player.active.move.duration
+    times = ORIGIN + end + np.linspace(-0.05, 0.05, 201)  # across the move's end
+    assert player.hold(times[0], times[-1]) and player.grid.holds(times[-1])
+    for t in times:
+        held = player.grid.sample(t)
+        exact = player.active.sample(t - ORIGIN)
+        np.testing.assert_allclose(held.pose, exact.pose, rtol=0, atol=1e-9)  # the grid's error at the move's end
+    rows = player.active.sample_rows(times - ORIGIN)
+    for row, t in zip(rows, times):
+        exact = player.active.sample(t - ORIGIN)
+        np.testing.assert_allclose(row, np.concatenate((exact.pose, exact.velocity, exact.acceleration)),
+                                   rtol=1e-13, atol=1e-15)
+
+
 def test_rows_of_the_operational_space_trajectory_are_its_samples():
     trajectory = make_trajectory("operational_space", MODEL)
     times = np.concatenate(([-0.5, 0.0], np.linspace(1e-4, 40.0, 2001)))

@@ -81,14 +81,20 @@ class ReferenceGrid:
         self.source = source
         self.array[_ORIGIN], self.array[_FIRST], self.array[_COUNT] = origin, 0.0, 0.0
 
+    def holds(self, t: float) -> bool:
+        """Whether the two knots around ``t`` are held."""
+        k, _ = knot_interval(self.array, t)
+        first, count = int(self.array[_FIRST]), int(self.array[_COUNT])
+        return count > 0 and first <= k and k + 1 < first + count
+
     def extend(self, t: float) -> None:
         """Hold the two knots around ``t`` (sampling the source where needed; its errors propagate),
         dropping the oldest beyond the capacity."""
+        if self.holds(t):
+            return
         array = self.array
         k, _ = knot_interval(array, t)
         first, count = int(array[_FIRST]), int(array[_COUNT])
-        if count and first <= k and k + 1 < first + count:
-            return
         if not count or k < first or k + 2 - (first + count) > self.capacity:  # behind, or too far ahead
             first, count = k, 0  # to fill up to: start afresh at k
         for index in range(first + count, k + 2):

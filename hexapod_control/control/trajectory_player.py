@@ -21,13 +21,15 @@ from hexapod_control.control.trajectories import (
     Reference,
     SmoothMove,
     make_trajectory,
+    sample_rows,
 )
 from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
 
 TRAJECTORY_CHOICES = (*TRAJECTORY_NAMES, "hold")
-# Knots of the reference grid kept: the two around the newest stamp and a few periods before it.
-GRID_KNOTS = 8
+# Knots of the reference grid kept: those around the newest stamp, a few before it, and the span
+# the rcl loop in C reads ahead (:meth:`TrajectoryPlayer.hold`, sampled at once).
+GRID_KNOTS = 80
 
 
 class MoveThenTrajectory:
@@ -40,6 +42,15 @@ class MoveThenTrajectory:
         if t < self.move.duration:
             return self.move.sample(t)
         return self.trajectory.sample(t - self.move.duration)
+
+    def sample_rows(self, times: np.ndarray) -> np.ndarray:
+        """(n, 18) samples at ``times``: the move's one by one, the trajectory's at once where it can."""
+        times = np.asarray(times, dtype=float)
+        moving = times < self.move.duration
+        rows = np.empty((len(times), 18))
+        rows[moving] = sample_rows(self.move, times[moving])
+        rows[~moving] = sample_rows(self.trajectory, times[~moving] - self.move.duration)
+        return rows
 
 
 class TrajectoryPlayer:
@@ -138,6 +149,17 @@ class TrajectoryPlayer:
             return False
         try:
             self.grid.extend(now)
+        except (HexapodError, ValueError):
+            return False
+        return True
+
+    def hold(self, start: float, stop: float) -> bool:
+        """Have the grid hold the knots from ``start`` to ``stop`` at once (ReferenceGrid.hold, for the
+        rcl loop in C, which reads ahead); False as for :meth:`extend`."""
+        if self.active is None:
+            return False
+        try:
+            self.grid.hold(start, stop)
         except (HexapodError, ValueError):
             return False
         return True

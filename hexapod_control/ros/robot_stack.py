@@ -104,9 +104,10 @@ SERVICE_POLL_PERIOD_S = 0.01
 # the longest callback, is a few periods).
 SERVICE_POLL_BUDGET_S = 0.0001
 EVENTS_SPIN_TIMEOUT_S = 0.1  # the events executor's wait; its loop checks for shutdown in between
-# Knots of the reference grid kept ahead of the latest stamp before the rcl loop in C runs: it reads
-# them, and asks Python for more only when a stamp outruns them.
-GRID_AHEAD_KNOTS = 4
+# Knots of the reference grid held ahead of the latest stamp when the rcl loop in C runs (it reads
+# them, and asks Python for more only when a stamp outruns them): when fewer are left than the
+# first number, the second are sampled at once (player.hold), well beyond one serving of the loop.
+GRID_AHEAD_KNOTS, GRID_SPAN_KNOTS = 8, 64
 
 
 class RobotStackNode(ControllerNode):
@@ -269,7 +270,9 @@ class RobotStackNode(ControllerNode):
         if self._rcl_loop is None or self._rcl_loop.step is not self.control.compiled_step:
             self._rcl_loop = RclLoop(self._rcl_function, self.context, self.loop.subscription,
                                      self.command_publisher, self.control.compiled_step)
-        self.player.extend(self.supervisor.last_stamp + GRID_AHEAD_KNOTS * self.player.grid.period)
+        latest, period = self.supervisor.last_stamp, self.player.grid.period
+        if not self.player.grid.holds(latest + GRID_AHEAD_KNOTS * period):
+            self.player.hold(latest - period, latest + GRID_SPAN_KNOTS * period)
         served = self._rcl_loop.run(poll, self.watchdog_period, self.control.tracking_status_due(),
                                     self._next_publication, 1 if self._decimated_open else 0)
         self.superseded_joint_states += served.superseded
