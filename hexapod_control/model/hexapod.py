@@ -16,6 +16,7 @@ Pure Python and numpy; nothing here imports ROS, so a notebook can use it direct
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -54,8 +55,13 @@ class JacobianResult:
     passive_map: np.ndarray  # A(q) (9, 6): rho_dot = A q_dot
     convective: Optional[np.ndarray]  # J_A_dot q_dot (6,), when q_dot was given
     constraint_conditioning: float  # as in ForwardKinematicsResult
-    jacobian_conditioning: float  # sigma_min / sigma_max of J_A in SI units; 0 = singular
     phi: np.ndarray
+
+    @functools.cached_property
+    def jacobian_conditioning(self) -> float:
+        """sigma_min / sigma_max of J_A in SI units; 0 = singular (an SVD: computed when first read)."""
+        singular_values = np.linalg.svd(self.analytic, compute_uv=False)
+        return float(singular_values[-1] / singular_values[0])
 
 
 class HexapodModel:
@@ -137,13 +143,11 @@ class HexapodModel:
         if qd is not None:
             qd = as_vector(qd, 6, "qd", JOINT_NAMES)
         terms = self.dynamics._analytic_jacobian_terms(q, phi, qd)
-        singular_values = np.linalg.svd(terms.analytic, compute_uv=False)
         return JacobianResult(
             analytic=terms.analytic,
             passive_map=terms.passive_map,
             convective=terms.convective,
             constraint_conditioning=terms.constraint_conditioning,
-            jacobian_conditioning=float(singular_values[-1] / singular_values[0]),
             phi=np.array(phi),
         )
 
