@@ -120,3 +120,48 @@ def test_a_diverging_plant_stops_both_loops_at_the_same_step():
     assert compiled.steps == python.steps == len(records) < 3.0 * parameters.controllers.rate
     assert sum(len(block.rows) for block in blocks) == len(records)
     assert compiled.compiled.finished > 0.5 * len(records)
+
+
+def test_a_block_is_recorded_as_its_steps_are_one_by_one(tmp_path):
+    """RecordWriter.write_block against RecordWriter.write on the same steps (the Python lockstep's, as
+    records and as blocks): the same messages, the rotations of the reference and the pose to
+    round-off (numpy against math), everything else byte for byte."""
+    from rosbags.rosbag2 import Reader
+
+    from hexapod_control.bags import BagWriter, deserialize
+    from hexapod_control.conventions import MESSAGE_TYPES, TOPICS
+    from hexapod_control.simulation.lockstep_recording import RecordWriter
+
+    parameters = load_parameters()
+    keys = parameters.recording.topics
+    records = list(loop_of(parameters, "computed_torque").run(0.3))
+    blocks = list(loop_of(parameters, "computed_torque").run_blocks(0.3, compiled=False))
+    for name, items, write in (("steps", records, RecordWriter.write), ("blocks", blocks, RecordWriter.write_block)):
+        with BagWriter(tmp_path / name) as writer:
+            for key in keys:
+                writer.add_topic(TOPICS[key], MESSAGE_TYPES[key])
+            recorder = RecordWriter(writer, keys, parameters.ros)
+            for item in items:
+                write(recorder, item)
+    read = {}
+    for name in ("steps", "blocks"):
+        with Reader(tmp_path / name) as reader:
+            read[name] = [(connection.topic, connection.msgtype, t, bytes(data)) for connection, t, data in reader.messages()]
+    assert [m[:3] for m in read["steps"]] == [m[:3] for m in read["blocks"]]
+    assert any(topic == TOPICS["diagnostics"] for topic, *_ in read["steps"])
+    for (topic, msgtype, _, one), (_, _, _, bulk) in zip(read["steps"], read["blocks"]):
+        if topic not in (TOPICS["reference"], TOPICS["platform_pose"]):
+            assert one == bulk, topic
+            continue
+        a, b = deserialize(one, msgtype), deserialize(bulk, msgtype)
+        if topic == TOPICS["platform_pose"]:
+            a, b = (np.array([m.pose.position.x, m.pose.position.y, m.pose.position.z, m.pose.orientation.x,
+                              m.pose.orientation.y, m.pose.orientation.z, m.pose.orientation.w]) for m in (a, b))
+        else:
+            a, b = (np.array([getattr(getattr(getattr(m.points[0], part)[0], field), axis)
+                              for part, fields in (("transforms", ("translation", "rotation")),
+                                                   ("velocities", ("linear", "angular")),
+                                                   ("accelerations", ("linear", "angular")))
+                              for field in fields for axis in ("xyzw" if field == "rotation" else "xyz")])
+                    for m in (a, b))
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-15)

@@ -12,6 +12,7 @@ import numpy as np
 
 from hexapod_control.bags import BagWriter, StepMessages, diagnostics_cdr, nanoseconds
 from hexapod_control.bags.messages import nanoseconds_array
+from hexapod_control.control.loop import DiagnosticStatus
 from hexapod_control.conventions import TOPICS
 from hexapod_control.model import rotation_rows
 from hexapod_control.model.rotations import quaternion_from_euler_zyx
@@ -44,9 +45,7 @@ class RecordWriter:
         if "effort_commands" in keys:
             write(TOPICS["effort_commands"], log, messages.effort(step.forces))
         if step.diagnostic is not None and "diagnostics" in keys:
-            status = step.diagnostic
-            write(TOPICS["diagnostics"], log, diagnostics_cdr(
-                t, [(int(status.level), f"{CONTROLLER_NODE_NAME}: safety", status.message, status.values)]))
+            write(TOPICS["diagnostics"], log, _diagnostics(t, step.diagnostic))
 
     def write_block(self, block: LoopBlock) -> None:
         """The messages :meth:`write` writes for each step of ``block``, encoded and written in bulk."""
@@ -71,7 +70,11 @@ class RecordWriter:
             blocks.append((TOPICS["effort_commands"], log, messages.efforts(block.field("forces"))))
         if "diagnostics" in keys:
             for row, status in block.diagnostics:
-                data = diagnostics_cdr(float(t[row]), [(int(status.level), f"{CONTROLLER_NODE_NAME}: safety",
-                                                        status.message, status.values)])
+                data = _diagnostics(float(t[row]), status)
                 blocks.append((TOPICS["diagnostics"], log[row:row + 1], np.frombuffer(data, dtype=np.uint8)[None, :]))
         self.writer.write_blocks(blocks)
+
+
+def _diagnostics(t: float, status: DiagnosticStatus) -> bytes:
+    """The controller node's safety status stamped ``t``."""
+    return diagnostics_cdr(t, [(int(status.level), f"{CONTROLLER_NODE_NAME}: safety", status.message, status.values)])
