@@ -22,6 +22,7 @@ from hexapod_control.bags import (
     pose_cdr,
     read_bag,
     reference_cdr,
+    twist_cdr,
 )
 from hexapod_control.bags.contents import block_of
 from hexapod_control.bags.messages import typestore
@@ -126,6 +127,7 @@ def test_step_messages_are_the_bytes_the_message_builders_give():
         assert messages.joint_state(t, q, qd, forces) == joint_state_cdr(t, JOINT_NAMES, q, qd, forces)
         assert messages.effort(forces) == effort_cdr(forces)
         assert messages.pose(t, q[:3], quaternion) == pose_cdr(t, q[:3], quaternion, frame)
+        assert messages.twist(t, qd[:3], qd[3:]) == twist_cdr(t, qd[:3], qd[3:], frame)
         assert (messages.reference(t, pose, velocity, acceleration)
                 == reference_cdr(t, pose, velocity, acceleration, frame))
 

@@ -31,6 +31,7 @@ from hexapod_control.bags.messages import (
     nanoseconds,
     pose_cdr,
     reference_cdr,
+    twist_cdr,
 )
 from hexapod_control.bags.reader import read_bag
 from hexapod_control.bags.run_info import RunInfo
@@ -55,5 +56,6 @@ __all__ = [
     "pose_cdr",
     "read_bag",
     "reference_cdr",
+    "twist_cdr",
     "resolve_topic_names",
 ]

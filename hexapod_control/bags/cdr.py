@@ -165,6 +165,15 @@ def pose_stamped_layout(data: bytes) -> Layout:
     return walker.layout()
 
 
+def twist_stamped_layout(data: bytes) -> Layout:
+    """geometry_msgs/TwistStamped."""
+    walker = Walker(data)
+    _header(walker)
+    walker.float64s("linear", 3)
+    walker.float64s("angular", 3)
+    return walker.layout()
+
+
 def diagnostic_statuses(data: bytes) -> list[tuple[int, str, str]]:
     """(level, name, message) of each status of a diagnostic_msgs/DiagnosticArray, read straight from
     its CDR (hardware ids and key-values skipped); ValueError when the bytes do not hold one. Its

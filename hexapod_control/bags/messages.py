@@ -108,6 +108,15 @@ def pose_cdr(t: float, position, quaternion, frame_id: str = "") -> bytes:
     return serialize(types["geometry_msgs/msg/PoseStamped"](header=_header(t, frame_id), pose=pose), MESSAGE_TYPES["platform_pose"])
 
 
+def twist_cdr(t: float, linear, angular, frame_id: str = "") -> bytes:
+    """geometry_msgs/TwistStamped; ``angular`` is omega [rad/s]."""
+    types = _types()
+    vector3 = types["geometry_msgs/msg/Vector3"]
+    twist = types["geometry_msgs/msg/Twist"](linear=vector3(*map(float, linear)), angular=vector3(*map(float, angular)))
+    return serialize(types["geometry_msgs/msg/TwistStamped"](header=_header(t, frame_id), twist=twist),
+                     MESSAGE_TYPES["platform_twist"])
+
+
 def diagnostics_cdr(t: float, statuses: Sequence[tuple[int, str, str, Mapping[str, str]]]) -> bytes:
     """diagnostic_msgs/DiagnosticArray of (level, name, message, key-values) entries."""
     types = _types()
@@ -134,8 +143,8 @@ def nanoseconds_array(t: np.ndarray) -> np.ndarray:
 
 
 class StepMessages:
-    """The messages a closed loop records every step, for fixed joint names and frame, encoded in
-    place (:class:`hexapod_control.bags.cdr.TemplateEncoder`): the bytes the functions above give,
+    """The messages a closed loop records every step (and the robot stack's decimated outputs), for
+    fixed joint names and frame, encoded in place (:class:`hexapod_control.bags.cdr.TemplateEncoder`): the bytes the functions above give,
     without building a message object per step. Times are seconds, as for those functions."""
 
     def __init__(self, joint_names: Sequence[str], frame_id: str):
@@ -148,6 +157,8 @@ class StepMessages:
         template = pose_cdr(0.0, zeros[:3], (0.0, 0.0, 0.0, 1.0), frame_id)
         self._pose = cdr.TemplateEncoder(template, cdr.pose_stamped_layout(template), ("stamp",),
                                          ("position", "orientation"))
+        template = twist_cdr(0.0, zeros[:3], zeros[:3], frame_id)
+        self._twist = cdr.TemplateEncoder(template, cdr.twist_stamped_layout(template), ("stamp",), ("linear", "angular"))
         template = reference_cdr(0.0, zeros, zeros, zeros, frame_id)
         self._reference = cdr.TemplateEncoder(
             template, cdr.reference_layout(template), ("stamp",),
@@ -181,6 +192,9 @@ class StepMessages:
 
     def pose(self, t: float, position, quaternion) -> bytes:
         return self._pose.encode((nanoseconds(t),), position, quaternion)
+
+    def twist(self, t: float, linear, angular) -> bytes:
+        return self._twist.encode((nanoseconds(t),), linear, angular)
 
     def reference(self, t: float, pose, velocity, acceleration) -> bytes:
         point = reference_point_from_euler(pose, velocity, acceleration)

@@ -68,9 +68,10 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 from hexapod_control.control.loop import Serialized
 from hexapod_control.control.safety import SupervisorState
 from hexapod_control.control.trajectory_player import TRAJECTORY_CHOICES, TrajectoryPlayer
-from hexapod_control.conventions import TOPICS, check_frame, reference_point_from_euler
+from hexapod_control.bags import StepMessages
+from hexapod_control.conventions import TOPICS, check_frame
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
-from hexapod_control.model.rotations import quaternion_from_euler_zyx
+from hexapod_control.model.rotations import angular_velocity_from_euler_rates, quaternion_from_euler_zyx
 from hexapod_control.ros.common import (
     CONTROL_LOOP_PRIORITY,
     RELIABLE_QOS,
@@ -80,11 +81,8 @@ from hexapod_control.ros.common import (
     declare_realtime_priority,
     declare_timing_log,
     pose_vector,
-    reference_message,
     run_node,
     seconds,
-    set_time,
-    twist_message,
     use_realtime_priority,
 )
 from hexapod_control.ros.controller_node import ControllerNode
@@ -135,6 +133,7 @@ class RobotStackNode(ControllerNode):
         self.pose_publisher = self.create_publisher(PoseStamped, TOPICS["platform_pose"], RELIABLE_QOS)
         self.twist_publisher = self.create_publisher(TwistStamped, TOPICS["platform_twist"], RELIABLE_QOS)
         self.twist_state = self.control.model.create_state()  # FK warm start of the decimated J_A
+        self.decimated_messages = StepMessages(self.names.joint_names, self.names.base_frame)
         self.reference_publisher = self.create_publisher(MultiDOFJointTrajectory, TOPICS["reference"], RELIABLE_QOS)
         self.create_subscription(PoseStamped, "~/goal_pose", self._on_goal_pose, RELIABLE_QOS)
         self.create_service(Trigger, "~/start", self._on_start)
@@ -366,21 +365,15 @@ class RobotStackNode(ControllerNode):
 
     def _decimated_outputs(self, stamp: float, record, reference) -> Iterator[None]:
         """Pose, reference and twist of the state stamped ``stamp``, one per answered state from this
-        one on: together they cost a few hundred microseconds; spread, the next answer waits for one
-        of them at most."""
-        pose = record.pose
+        one on, each written in place (bags.StepMessages) and published as bytes; spread, the next
+        answer waits for one of them at most."""
+        pose, messages = record.pose, self.decimated_messages
         if pose is not None:
-            message = PoseStamped()
-            set_time(message.header.stamp, stamp)
-            message.header.frame_id = self.names.base_frame
-            p, o = message.pose.position, message.pose.orientation
-            p.x, p.y, p.z = (float(v) for v in pose[:3])
-            o.x, o.y, o.z, o.w = quaternion_from_euler_zyx(tuple(pose[3:]))
-            self.pose_publisher.publish(message)
+            self.pose_publisher.publish(messages.pose(stamp, pose[:3], quaternion_from_euler_zyx(tuple(pose[3:]))))
             yield
         if reference is not None:
-            point = reference_point_from_euler(reference.pose, reference.velocity, reference.acceleration)
-            self.reference_publisher.publish(reference_message(stamp, self.names.base_frame, point))
+            self.reference_publisher.publish(
+                messages.reference(stamp, reference.pose, reference.velocity, reference.acceleration))
             yield
         if pose is not None:
             try:
@@ -388,7 +381,8 @@ class RobotStackNode(ControllerNode):
                 rates = jacobian.analytic @ record.qd
             except HexapodError:
                 return  # as the FK node: no twist where J_A is singular or FK fails (the pose still went out)
-            self.twist_publisher.publish(twist_message(message.header.stamp, self.names.base_frame, pose[3:], rates))
+            self.twist_publisher.publish(
+                messages.twist(stamp, rates[:3], angular_velocity_from_euler_rates(tuple(pose[3:]), rates[3:])))
 
     # -------------------------------------------------------------- changes
     def _on_start(self, request, response):
