@@ -56,6 +56,6 @@ __all__ = [
     "pose_cdr",
     "read_bag",
     "reference_cdr",
-    "twist_cdr",
     "resolve_topic_names",
+    "twist_cdr",
 ]

@@ -144,8 +144,9 @@ def nanoseconds_array(t: np.ndarray) -> np.ndarray:
 
 class StepMessages:
     """The messages a closed loop records every step (and the robot stack's decimated outputs), for
-    fixed joint names and frame, encoded in place (:class:`hexapod_control.bags.cdr.TemplateEncoder`): the bytes the functions above give,
-    without building a message object per step. Times are seconds, as for those functions."""
+    fixed joint names and frame, encoded in place (:class:`hexapod_control.bags.cdr.TemplateEncoder`):
+    the bytes the functions above give, without building a message object per step. Times are
+    seconds, as for those functions."""
 
     def __init__(self, joint_names: Sequence[str], frame_id: str):
         zeros = np.zeros(6)

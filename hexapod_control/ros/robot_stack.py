@@ -65,10 +65,10 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
+from hexapod_control.bags import StepMessages
 from hexapod_control.control.loop import Serialized
 from hexapod_control.control.safety import SupervisorState
 from hexapod_control.control.trajectory_player import TRAJECTORY_CHOICES, TrajectoryPlayer
-from hexapod_control.bags import StepMessages
 from hexapod_control.conventions import TOPICS, check_frame
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
 from hexapod_control.model.rotations import angular_velocity_from_euler_rates, quaternion_from_euler_zyx
