@@ -156,22 +156,23 @@ def float64_array_layout(data: bytes) -> Layout:
     return walker.layout()
 
 
-def pose_stamped_layout(data: bytes) -> Layout:
-    """geometry_msgs/PoseStamped."""
+def _stamped_layout(data: bytes, *fields: tuple[str, int]) -> Layout:
+    """A header, then fixed float64 fields (name, count) in order."""
     walker = Walker(data)
     _header(walker)
-    walker.float64s("position", 3)
-    walker.float64s("orientation", 4)
+    for name, count in fields:
+        walker.float64s(name, count)
     return walker.layout()
+
+
+def pose_stamped_layout(data: bytes) -> Layout:
+    """geometry_msgs/PoseStamped."""
+    return _stamped_layout(data, ("position", 3), ("orientation", 4))
 
 
 def twist_stamped_layout(data: bytes) -> Layout:
     """geometry_msgs/TwistStamped."""
-    walker = Walker(data)
-    _header(walker)
-    walker.float64s("linear", 3)
-    walker.float64s("angular", 3)
-    return walker.layout()
+    return _stamped_layout(data, ("linear", 3), ("angular", 3))
 
 
 def diagnostic_statuses(data: bytes) -> list[tuple[int, str, str]]:
