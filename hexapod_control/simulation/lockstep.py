@@ -21,6 +21,7 @@ controllers.rate`` (the parameters schema enforces it).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -35,9 +36,9 @@ from hexapod_control.errors import HexapodError
 from hexapod_control.simulation import compiled_lockstep
 from hexapod_control.simulation.plant import Plant
 
-ROW = {name: slice(start, start + size) for name, start, size in (
-    (name, sum(size for _, size in LOCKSTEP_ROW[:index]), size) for index, (name, size) in enumerate(LOCKSTEP_ROW))}
-ROW_SIZE = sum(size for _, size in LOCKSTEP_ROW)
+_ROW_ENDS = list(itertools.accumulate(size for _, size in LOCKSTEP_ROW))
+ROW = {name: slice(end - size, end) for (name, size), end in zip(LOCKSTEP_ROW, _ROW_ENDS)}  # a row's columns
+ROW_SIZE = _ROW_ENDS[-1]
 
 
 @dataclass(frozen=True)
