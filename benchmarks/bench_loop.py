@@ -12,15 +12,17 @@ shipped 0.40 m lies beyond the model's straight-leg collapse); this script then 
 then the trajectory), as an operator would, and measures for ``--seconds`` from ``SETTLE_S`` later.
 
 The loop's timing comes from the two processes' ``timing_log`` files (written when they stop; one
-system clock): the driver's stamps of its joint states, when each tick began, and the DDS reception
-and source timestamps of the commands, and the stack's answered stamp and publication time of each
-command, matched by the source timestamps (``answers``). So no third process has to listen at 1 kHz. Printed per run:
+system clock): the driver's stamps of its joint states, when it published each and took the
+commands waiting at that tick, and the DDS reception and source timestamps of the commands, and the
+stack's answered stamp and publication time of each command, matched by the source timestamps
+(``answers``). So no third process has to listen at 1 kHz. Printed per run:
 
 * joint states answered: commands that answered a joint state of the window / its joint states;
 * latency from a joint state's stamp to its command's arrival at the driver: median, p99, max; and
-  its parts: from the stamp to the tick that published the state, and to the stack's publication;
-* periods late: driver ticks from a command's joint state to the first tick after it arrived
-  (1 = applied at the next tick), as a histogram;
+  its parts: from the stamp to the driver's publication of the state, and to the stack's
+  publication of the answer;
+* periods late: driver ticks from a command's joint state to the first tick that took commands
+  after it arrived (1 = applied from the next tick on, as on a ros2_control robot), as a histogram;
 * the stack's faults (watchdog trips included) and superseded joint states, the driver's overruns;
 * CPU per process (from /proc), the position tracking error RMS and max between the stack's
   decimated pose and reference (same stamps), and the load average before and after.
@@ -48,7 +50,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY  # noqa: E402 - after the path
+from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY
 
 STARTUP_TIMEOUT_S = 120.0  # a cold machine compiles the C code on first use
 EXIT_TIMEOUT_S = 20.0  # for a process to write its log and exit after SIGINT
@@ -80,9 +82,9 @@ def cycle_ratios() -> dict[str, float]:
 def answers(driver, stack, start: float, end: float) -> tuple[int, np.ndarray, Counter, dict[str, np.ndarray]]:
     """Joint states stamped in [start, end), the latency [s] of each command that answered one of
     them (stamp -> arrival at the driver), how many ticks late each was applied (module doc), and
-    the parts of the latency [s] (the stamp to the tick that published the state, to the stack's
-    publication of its answer)."""
-    stamps, ticks, arrivals = driver["state_stamps"], driver["tick_times"], driver["command_arrivals"]
+    the parts of the latency [s] (the stamp to the return of the driver's publish call, to the
+    stack's publication of its answer)."""
+    stamps, takes, arrivals = driver["state_stamps"], driver["command_takes"], driver["command_arrivals"]
     sources, answered, published = driver["command_sources"], stack["answer_stamps"], stack["publish_times"]
     # Each arrival is the stack's publication logged first at or after its DDS source timestamp (taken
     # in the publish call, which the stack logs on its return) within half a publication spacing.
@@ -96,12 +98,12 @@ def answers(driver, stack, start: float, end: float) -> tuple[int, np.ndarray, C
     stamp = answered[sent]  # NaN: a watchdog's command, which answers no joint state
     keep = (stamp >= start) & (stamp < end)
     stamp, arrival = stamp[keep], arrival[keep]
-    # The tick of the answered state, and the first tick that began after the command arrived (a
-    # state's stamp is the time its plant steps reached, which a late tick began after).
+    # The tick of the answered state, and the first tick that took its commands after the command
+    # arrived (a state's stamp is the time its plant steps reached, which a late tick began after).
     tick = np.searchsorted(stamps, stamp - STAMP_MATCH_S)
-    applied = np.searchsorted(ticks, arrival, side="right")
+    applied = np.searchsorted(takes, arrival, side="right")
     late = Counter(np.minimum(applied - tick, LATE_BUCKETS).tolist())
-    parts = {"the tick that published the state began": ticks[np.minimum(tick, ticks.size - 1)] - stamp,
+    parts = {"the driver published the state": driver["state_publications"][np.minimum(tick, stamps.size - 1)] - stamp,
              "the stack published the answer": published[sent][keep] - stamp}
     return int(np.sum((stamps >= start) & (stamps < end))), arrival - stamp, late, parts
 

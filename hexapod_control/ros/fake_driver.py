@@ -37,29 +37,32 @@ Board       ``board:=none`` (default): the forces act on the plant directly, as 
             clock (its blocking read), the others by the deadlines below.
 
 Loop. One thread does everything (:class:`hexapod_control.ros.wait_set_loop.WaitSetLoop`): it
-sleeps until the next absolute ``time.monotonic`` deadline, 1/``rate`` apart, and at the deadline
-takes the commands that arrived meanwhile (each one's age counted from its DDS reception time, as
-ros2_control reads its command interfaces at each update) and does the work of a tick itself
-(apply the command, step, publish), so neither an rclpy timer's scheduling nor a second Python
-thread competing for the interpreter lock sits between the deadline and the state going out (with
-a loop thread beside an executor thread the GIL hand-over alone cost whole periods: hundreds of
-overruns a run, doc/benchmarks.md). Each tick advances the plant by the scheduled wall time since
-the last tick (``simulation.rate`` / ``rate`` plant steps). A tick that starts a
-whole period or more late is an overrun: the ticks it missed are counted and not run, and the plant
-catches up on their steps with the forces of the late tick, because a real robot keeps moving
-while its PC stalls. A simulated plant's state is stamped with the scheduled time its steps
-reached, not with the wall time of the late tick that publishes it: a robot's sensors are read at
-the time of the stamp. A wall-clock stamp runs up to a period ahead of the motion it reports, and the
-controller then compares that motion with the reference up to a period ahead (over DDS it drove
-computed torque at 500 Hz to overspeed). The tick's lateness shows as the state's age on arrival
-instead, as it would on the robot. A Quanser board's state is stamped when it was read.
+sleeps until the next absolute ``time.monotonic`` deadline, 1/``rate`` apart, and does the work of
+a tick itself, in ros2_control's order (read, the joint_state_broadcaster publishes, the
+controllers update, write): it publishes the plant's state at the tick's scheduled time, then takes
+the commands that arrived meanwhile (each one's age counted from its DDS reception time, as
+ros2_control reads its command interfaces at each update) and steps the plant under them to the
+next tick's scheduled time (``simulation.rate`` / ``rate`` plant steps). So a command acts from the
+tick that takes it on, and the state that tick publishes does not show it yet, as on the robot;
+and the state leaves at the deadline, not after the plant's steps. Neither an rclpy timer's
+scheduling nor a second Python thread competing for the interpreter lock sits between the deadline
+and the state going out (with a loop thread beside an executor thread the GIL hand-over alone cost
+whole periods: hundreds of overruns a run, doc/benchmarks.md). A tick that starts a whole period
+or more late is an overrun: the ticks it missed are counted and not run, and the plant goes on
+through their steps under the forces it had, because a real robot keeps moving while its PC stalls
+and nothing wrote new forces. A simulated plant's state is stamped with the scheduled time its
+steps reached, not with the wall time of the late tick that publishes it: a robot's sensors are
+read at the time of the stamp. A wall-clock stamp runs up to a period ahead of the motion it
+reports, and the controller then compares that motion with the reference up to a period ahead (over
+DDS it drove computed torque at 500 Hz to overspeed). The tick's lateness shows as the state's age
+on arrival instead, as it would on the robot. A Quanser board's state is stamped when it was read.
 
 Answers. /diagnostics reports the commands received per joint state published since the last
 report. With the parameter ``timing_log`` set to a path, the driver writes there on shutdown when
-each joint state was stamped, when the tick that published it began (and took the commands that
-had arrived), and when each command arrived and was published (its DDS source timestamp,
-:mod:`hexapod_control.ros.timing_log`): with the robot stack's own log, benchmarks/bench_loop.py
-finds each command's latency and the tick that first applied it.
+each joint state was stamped and when its publish call returned, when the tick that published it
+took the commands waiting (the ones it applied), and when each command arrived and was published
+(its DDS source timestamp, :mod:`hexapod_control.ros.timing_log`): with the robot stack's own log,
+benchmarks/bench_loop.py finds each command's latency and the tick that first applied it.
 
 What the drive side must do. The controller node is the last place that decides a force: if
 its process dies or is silenced, nothing sends another command and ros2_control's
@@ -242,9 +245,10 @@ class FakeDriverNode(HexapodNode):
         else:
             self.command = self.drive.command
             self.create_service(Trigger, "~/reset", self._on_reset)
-        timing_log = declare_timing_log(self, "tick times, state stamps and command arrivals")
+        timing_log = declare_timing_log(self, "state stamps and publications, and command takes and arrivals")
         self.realtime_priority = declare_realtime_priority(self, 0)
-        self.timing_log = TimingLog(timing_log, ("tick_times", "state_stamps", "command_arrivals", "command_sources"))
+        self.timing_log = TimingLog(timing_log, ("state_stamps", "state_publications", "command_takes",
+                                                 "command_arrivals", "command_sources"))
         self.window_states = self.window_commands = 0  # since the last /diagnostics
         if self.drive is None:
             self.plant = EndStopPlant(EmbeddedSimulator(parameters), parameters.limits)
@@ -253,7 +257,6 @@ class FakeDriverNode(HexapodNode):
         self.timing = TickSchedule(self.period, time.monotonic(), round(parameters.safety.diagnostics_period * self.rate))
 
         self._clock_offset = None  # [ns] ROS time - time.monotonic(), for the stamps
-        self._tick_began = math.nan  # system time at which the current tick began
         zeros = [0.0] * len(self.joint_names)
         self._state_writer = JointStateWriter(serialize_message(JointState(name=self.joint_names, position=zeros,
                                                                     velocity=zeros, effort=zeros)))
@@ -307,22 +310,34 @@ class FakeDriverNode(HexapodNode):
 
     # -------------------------------------------------------------- ticks
     def _on_deadline(self, now: float) -> None:
-        if self.timing_log.path:  # the commands that arrived by then are the ones this tick applies
-            self._tick_began = self._ros_time_at(now).nanoseconds * 1e-9
-        self._tick(now, self.timing.begin(now) * self.steps_per_tick)
+        periods = self.timing.begin(now)
+        if self.drive is None:
+            self._plant_tick(periods)
+        else:
+            self._drive_tick(now, periods)
 
-    def _tick(self, now: float, steps: int) -> None:
-        if self.drive is not None:
-            self._drive_tick(now, steps)
-            return
-        forces, commanded = self.command.forces(now)
-        self.plant.advance(forces, steps)
-        self._publish_state(self.plant.joint_positions(), self.plant.joint_velocities(), self.plant.applied_forces,
+    def _take_commands(self) -> float:
+        """Take the commands waiting now, the ones this tick applies; return when (time.monotonic)."""
+        taken = time.monotonic()
+        self.loop.take_waiting()
+        return taken
+
+    def _plant_tick(self, periods: int) -> None:
+        """Publish the state at the scheduled time, then apply the commands (module doc, Loop)."""
+        plant = self.plant
+        if periods > 1:  # the missed ticks applied nothing new: the plant went on under the forces it had
+            plant.advance(plant.applied_forces, (periods - 1) * self.steps_per_tick)
+        self._publish_state(plant.joint_positions(), plant.joint_velocities(), plant.applied_forces,
                             self.timing.scheduled)
-        self._report(now, commanded)
+        taken = self._take_commands()
+        self._log_take(taken)
+        forces, commanded = self.command.forces(taken)
+        plant.advance(forces, self.steps_per_tick)  # to the next tick's scheduled time
+        self._report(taken, commanded)
 
     def _drive_tick(self, now: float, periods: int) -> None:
         drive = self.drive
+        taken = self._take_commands()
         if self.board_kind == SIMULATED_BOARD:
             drive.board.elapse(periods)
         drive.tick(now)
@@ -330,17 +345,24 @@ class FakeDriverNode(HexapodNode):
             # The simulated board's plant stepped by the schedule; a Quanser board was read now.
             read = self.timing.scheduled if self.board_kind == SIMULATED_BOARD else now
             self._publish_state(drive.positions(), drive.velocities(), drive.acted_forces, read)
+            self._log_take(taken)
         self._report(now, drive.commanded)
+
+    def _log_take(self, taken: float) -> None:
+        """Log when the tick of the state published last took its commands (system-clock seconds)."""
+        if self.timing_log.path:
+            self.timing_log.record("command_takes", self._ros_time_at(taken).nanoseconds * 1e-9)
 
     def _publish_state(self, positions: np.ndarray, velocities: np.ndarray, efforts: np.ndarray, read: float) -> None:
         """Publish the state read at the monotonic time ``read``, stamped with the ROS time then (module doc, Loop)."""
         stamp = self._ros_time_at(read).nanoseconds
         self.timing_log.record("state_stamps", stamp * 1e-9)
-        self.timing_log.record("tick_times", self._tick_began)
         self.window_states += 1
         # Serialized here (ros/wire.py): no message object per tick.
         message = self._state_writer.message(stamp, positions.tolist(), velocities.tolist(), efforts.tolist())
         self.state_publisher.publish(message)
+        if self.timing_log.path:
+            self.timing_log.record("state_publications", time.time())
 
     def _ros_time_at(self, monotonic: float) -> Time:
         """The ROS time at a past ``time.monotonic()`` instant, through the clocks' offset. The offset

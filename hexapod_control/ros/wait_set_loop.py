@@ -19,9 +19,10 @@ time however quiet the subscription is.
 
 An owner that needs its messages only at its deadline (the fake driver applies the commands at its
 ticks, as ros2_control's command interfaces are read at each update) asks for ``at_deadline``: the
-loop then sleeps until the deadline or the next poll, and takes the messages waiting just before
-``on_deadline``. A message no longer wakes the loop (at 1 kHz that halves the wake-ups of a driver
-that ticks at 1 kHz), and each one's DDS reception time says when it arrived.
+loop then sleeps until the deadline or the next poll and takes nothing itself; ``on_deadline``
+takes the messages waiting with :meth:`WaitSetLoop.take_waiting` when its tick needs them (the
+driver publishes its state first). A message no longer wakes the loop (at 1 kHz that halves the
+wake-ups of a driver that ticks at 1 kHz), and each one's DDS reception time says when it arrived.
 
 The loop's subscription belongs to an :class:`OwnLoopGroup`, which the executor never runs, so
 nothing takes its messages but this loop. Everything runs in the calling thread: the owner's state
@@ -66,7 +67,7 @@ class WaitSetLoop:
     how often the executor's ready callbacks are run; ``poll_budget`` [s]: after how long a poll
     starts no further callback (by default it runs every one that is ready); ``raw``: the messages
     are taken serialized (bytes), for an owner that reads them itself (ros/wire.py); ``at_deadline``:
-    the messages are taken just before each ``on_deadline`` only (module doc).
+    the loop only sleeps to each ``on_deadline``, which takes the messages (:meth:`take_waiting`).
     ``serve(until, poll)``: asked before each wait whether the owner serves the subscription itself
     until the monotonic time ``until`` (the next deadline or poll, whichever comes first; ``poll``:
     the next poll) or until it needs this loop (the robot stack's rcl loop in C,
@@ -115,11 +116,9 @@ class WaitSetLoop:
                         wait_set.add_subscription(subscription.handle)
                         wait_set.wait(max(int((wait_until - time.monotonic()) * NANOSECONDS), 0))
                         if wait_set.is_ready("subscription", 0):
-                            self._take_all()
+                            self.take_waiting()
                     now = time.monotonic()
                     if now >= self.deadline():
-                        if self.at_deadline:
-                            self._take_all()
                         self.on_deadline(now)
         except _rclpy.InvalidHandle:
             if context.ok():
@@ -127,8 +126,8 @@ class WaitSetLoop:
             # The context was shut down under a callback (Ctrl-C, a test's teardown) while it
             # published: nothing is left to serve.
 
-    def _take_all(self) -> None:
-        """Take every waiting message and hand them over, if any."""
+    def take_waiting(self) -> None:
+        """Take every waiting message and hand them over to ``on_messages``, if any."""
         messages, infos = [], []
         subscription = self.subscription
         while True:
@@ -139,7 +138,6 @@ class WaitSetLoop:
             infos.append(taken[1])
         if messages:
             self.on_messages(messages, infos)
-
 
 
 def poll(executor: Executor, budget_end: float, clock: Callable[[], float] = time.monotonic) -> int:
