@@ -281,6 +281,10 @@ def run_node(factory: Callable[[], object], name: str, args: list[str] | None = 
             if rclpy.ok():
                 raise
             return 0
+        # rcl's logging sets itself up at the first message of the process, which takes tens of
+        # milliseconds: paid here, not by the node's first message in its loop (an arming's, at
+        # normal scheduling, stalled the robot stack past the joint-state watchdog).
+        node.get_logger().info("ready")
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         # The objects of the start-up (modules, the model, rclpy's) live as long as the process: out
