@@ -5,11 +5,12 @@ at every state: at 1 kHz that floor alone is above the loop's budget (doc/benchm
 floor"). While the stack tracks, everything per joint state is already one C call of the compiled
 step (reading the bytes, the reference off the grid, the decision, the command's bytes:
 ControlLoop.serialized_joint_state); this loop makes the wait, the take and the publish C calls
-too, so that no Python runs per state. It returns to the Python loop for everything else: the
-executor's poll, a pause in the joint states long enough for the watchdogs to look (while states
-come, the compiled step rejects a stale one itself), a message the compiled step does not finish,
-and the work that follows an answer now and then (a diagnostics status, the decimated outputs, a
-law status that is not ok). What it counted and logged meanwhile is handed over then
+too, so that no Python runs per state. It returns to the Python loop for everything else: a pause
+in the joint states long enough for the watchdogs to look (while states come, the compiled step
+rejects a stale one itself), a message the compiled step does not finish, and the work that
+follows an answer now and then (the executor's poll, a diagnostics status, the decimated outputs,
+a law status that is not ok): right after an answer, so that the Python runs in the gap before
+the next state instead of holding one up. What it counted and logged meanwhile is handed over then
 (:meth:`RclLoop.run`).
 
 The C file is compiled at first use against this environment's rcl (the PyPI wheels' headers, or
@@ -136,17 +137,18 @@ class RclLoop:
             "pending_count", "pending_status", "pending_answer", "pending_now", "pending_steady",
             "last_answered")]
 
-    def run(self, deadline: float, quiet: float, diagnostic_due: float, publication_due: float,
+    def run(self, deadline: float, quiet: float, poll_due: float, diagnostic_due: float, publication_due: float,
             return_after: int) -> Served:
         """Serve the subscription until ``deadline`` (monotonic), or ``quiet`` seconds without a message,
-        or until Python is needed (module doc). ``diagnostic_due`` (ROS time) and ``publication_due``
-        (a stamp): an answer at or past them returns; ``return_after``: return after that many
-        answers (0: not for that)."""
+        or until Python is needed (module doc). ``poll_due`` (monotonic), ``diagnostic_due`` (ROS
+        time) and ``publication_due`` (a stamp): an answer at or past them returns;
+        ``return_after``: return after that many answers (0: not for that)."""
         io, index = self.io, self.io_index
         io[self._outputs] = 0.0
         for name in ("message_now", "taken_now", "taken_steady", "last_answered"):
             io[index[name]] = np.nan
-        io[index["deadline"]], io[index["quiet"]], io[index["diagnostic_due"]] = deadline, quiet, diagnostic_due
+        io[index["deadline"]], io[index["quiet"]], io[index["poll_due"]] = deadline, quiet, poll_due
+        io[index["diagnostic_due"]] = diagnostic_due
         io[index["publication_due"]], io[index["return_after"]] = publication_due, return_after
         step = self.step
         with self.context.handle, self.subscription.handle, self.publisher.handle:

@@ -7,14 +7,15 @@
  * codegen/control_step.py, whose address it is given), publishes the command's bytes and tells the
  * step when (hexapod_step_published). It returns to Python, which does the rest as the wait-set loop
  * does, when:
- *   - the monotonic deadline passes (the executor's poll), or no message came for LOOP_IO_QUIET
- *     seconds (the watchdogs' turn: while states come, the step itself rejects a stale one):
- *     LOOP_DEADLINE;
+ *   - the monotonic deadline passes, or no message came for LOOP_IO_QUIET seconds (the watchdogs'
+ *     turn: while states come, the step itself rejects a stale one): LOOP_DEADLINE;
  *   - a message is one the compiled step does not finish (another layout, no reference knot, any
  *     row of the rule table but CONTROL): it and the messages taken after it are copied to
  *     `pending`, LOOP_PENDING;
- *   - an answer is due to be followed by Python's work (a diagnostics status due, a decimated
- *     publication due, the law's status not ok, the answers Python asked to see): LOOP_ANSWERED;
+ *   - an answer is due to be followed by Python's work (the executor's poll due, a diagnostics
+ *     status due, a decimated publication due, the law's status not ok, the answers Python asked to
+ *     see): LOOP_ANSWERED. Returning right after an answer puts that work in the gap before the
+ *     next state, where it delays none; the deadline is only the fallback when no answer comes.
  *   - the log of answers is full: LOOP_LOG_FULL.
  * The io array (LOOP_IO_* below, ros/native_loop.py) carries the deadlines in, and the counts, the
  * last state taken and the log of answers out. It never allocates per message once warm.
@@ -64,7 +65,8 @@ typedef int (*step_published_fn)(double *memory, const double *settings, double 
 #define LOOP_IO_PENDING_STEADY 17
 #define LOOP_IO_LAST_ANSWERED 18     /* stamp of the last answer [s] */
 #define LOOP_IO_QUIET 19             /* [s] without a message after which to return (the watchdog's turn) */
-#define LOOP_IO_SIZE 20
+#define LOOP_IO_POLL_DUE 20          /* monotonic [s]: an answer at or after it returns (the executor's poll) */
+#define LOOP_IO_SIZE 21
 
 #define LOOP_LOG_ENTRY 2 /* answered stamp, publication time (ROS time: the wall clock) */
 #define LOOP_MESSAGES 16 /* messages taken at one wake at most; the rest wait for the next */
@@ -208,8 +210,8 @@ int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, r
                 io[LOOP_IO_RETURN_AFTER] = after - 1.0;
             }
             const double *out = arrays[6];
-            if (after == 1.0 || now >= io[LOOP_IO_DIAGNOSTIC_DUE] || stamp >= io[LOOP_IO_PUBLICATION_DUE] ||
-                out[(long)io[LOOP_IO_LAW_STATUS_AT]] != 0.0) {
+            if (after == 1.0 || steady >= io[LOOP_IO_POLL_DUE] || now >= io[LOOP_IO_DIAGNOSTIC_DUE] ||
+                stamp >= io[LOOP_IO_PUBLICATION_DUE] || out[(long)io[LOOP_IO_LAW_STATUS_AT]] != 0.0) {
                 result = LOOP_ANSWERED;
                 goto done;
             }

@@ -42,9 +42,10 @@ spacing of the measured rate (control/safety.py). While tracking, each message's
 compiled step in one C call (ControlLoop.serialized_joint_state: the reference read off the
 player's grid at the stamp, the command's bytes written). ``native`` (default): the same loop,
 where while tracking an rcl loop in C (:mod:`hexapod_control.ros.native_loop`) also waits, takes
-and publishes, so that no Python runs per joint state; it returns to this loop at each deadline,
-for any message the compiled step does not finish, and for the diagnostics and decimated outputs
-when due (``wait_set`` where it cannot be built). ``single_threaded``: rclpy's
+and publishes, so that no Python runs per joint state; it returns to this loop for any message
+the compiled step does not finish, when the joint states pause, and right after an answer for the
+executor's poll and the diagnostics and decimated outputs when due (``wait_set`` where it cannot
+be built). ``single_threaded``: rclpy's
 SingleThreadedExecutor runs everything, as in the controller node. ``events``: rclpy's
 EventsExecutor (experimental). What each costs is measured by benchmarks/bench_loop.py
 (doc/benchmarks.md).
@@ -259,11 +260,12 @@ class RobotStackNode(ControllerNode):
 
     # -------------------------------------------------------------- the rcl loop in C
     def _serve_in_c(self, until: float, poll: float) -> bool:
-        """Serve the joint states from the rcl loop in C until the executor's ``poll`` (monotonic), a
-        pause in the joint states of a watchdog period (the watchdogs then run, as they run after
-        every return), or until it returns for Python's work (ros/native_loop.py); False when it
-        cannot run now (not tracking, no library, bytes not served), and the wait-set loop waits
-        for ``until`` instead."""
+        """Serve the joint states from the rcl loop in C until the first answer at or after the
+        executor's ``poll`` (monotonic; a watchdog period later at the latest), a pause in the
+        joint states of a watchdog period (the watchdogs then run, as they run after every return),
+        or until it returns for Python's work (ros/native_loop.py); False when it cannot run now
+        (not tracking, no library, bytes not served), and the wait-set loop waits for ``until``
+        instead."""
         if self._rcl_function is None or not self._serving or not self.control.ready_for_c():
             return False
         if self._rcl_loop is None or self._rcl_loop.step is not self.control.compiled_step:
@@ -272,8 +274,9 @@ class RobotStackNode(ControllerNode):
         latest, period = self.supervisor.last_stamp, self.player.grid.period
         if not self.player.grid.holds(latest + GRID_AHEAD_KNOTS * period):
             self.player.hold(latest - period, latest + GRID_SPAN_KNOTS * period)
-        served = self._rcl_loop.run(poll, self.watchdog_period, self.control.tracking_status_due(),
-                                    self._next_publication, 1 if self._decimated_open else 0)
+        served = self._rcl_loop.run(poll + self.watchdog_period, self.watchdog_period, poll,
+                                    self.control.tracking_status_due(), self._next_publication,
+                                    1 if self._decimated_open else 0)
         self.superseded_joint_states += served.superseded
         self.control.served_in_c(served.answers, served.taken, served.repeated, served.message_now, served.taken_now,
                                  served.taken_steady, served.last_answered)
