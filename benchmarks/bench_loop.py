@@ -2,7 +2,8 @@
 
     python benchmarks/bench_loop.py [--seconds 60] [--controllers double_loop computed_torque]
                                     [--executors native wait_set single_threaded events] [--rate 1000]
-                                    [--realtime-priority 50]
+                                    [--realtime-priority 50] [--extra-ticks 2] [--command-loss 0.01]
+                                    [--starve-ms 5 --starve-every 0.5]
 
 For each controller and stack executor: the fake driver (its own wall-clock loop at ``--rate``) and
 the robot stack run as two processes over DDS on loopback. Before any command the driver applies
@@ -27,6 +28,12 @@ stack's answered stamp and publication time of each command, matched by the sour
 * CPU per process (from /proc), the position tracking error RMS and max between the stack's
   decimated pose and reference (same stamps), and the load average before and after.
 
+Faults can be injected while measuring, to see the loop stay stable when late: ``--extra-ticks N``
+(the driver takes each command 0..N ticks later, drawn per command: the forces' delay jumps between
+1 and 1 + N periods), ``--command-loss p`` (the driver loses each command with probability p), and
+``--starve-ms T --starve-every S`` (the stack's process is stopped, SIGSTOP, for T ms every S s:
+starved of CPU).
+
 First, the compiled control cycle against one MuJoCo step in this process (bench_cycle.py's
 side-by-side measurement, CPU time).
 """
@@ -34,6 +41,7 @@ side-by-side measurement, CPU time).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -49,8 +57,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "test"))
 
-from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY
+from ros_helpers import Starver  # noqa: E402 - the tests' own starver, beside the tests
+
+from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY  # noqa: E402
 
 STARTUP_TIMEOUT_S = 120.0  # a cold machine compiles the C code on first use
 EXIT_TIMEOUT_S = 20.0  # for a process to write its log and exit after SIGINT
@@ -120,7 +131,8 @@ def stop(process: subprocess.Popen | None) -> None:
         process.wait()
 
 
-def run(controller: str, executor: str, seconds: float, rate: float, priority: int) -> dict:
+def run(controller: str, executor: str, seconds: float, rate: float, priority: int,
+        faults: argparse.Namespace) -> dict:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import PoseStamped
@@ -171,6 +183,7 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
                     status["problem"] = entry.message
             elif entry.name.startswith("hexapod_fake_driver"):
                 status["overruns"] = int(values.get("loop_overruns", 0))
+                status["lost"] = int(values.get("commands_lost_injected", 0))
                 status["answering"] = float(values.get("commands_per_state", "nan")) >= ANSWERING
 
     # 1 kHz: listened to only until the platform rests, then destroyed (it would load the machine).
@@ -187,7 +200,8 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
             rclpy.spin_once(node, timeout_sec=0.1)
         driver = subprocess.Popen(
             [sys.executable, "-m", "hexapod_control.ros.fake_driver", "--ros-args", "-p", f"params_file:={overlay}",
-             "-p", f"rate:={rate}", "-p", f"timing_log:={driver_log}", "-p", f"realtime_priority:={priority}"],
+             "-p", f"rate:={rate}", "-p", f"timing_log:={driver_log}", "-p", f"realtime_priority:={priority}",
+             "-p", f"inject_extra_ticks:={faults.extra_ticks}", "-p", f"inject_command_loss:={faults.command_loss}"],
             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # An operator arms once the platform rests and the stack answers the driver's states.
         while speeds[0] >= REST_SPEED_M_S or not status.get("answering"):
@@ -215,8 +229,10 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
         poses.clear(), references.clear()
         cpu_start = {name: cpu_seconds(p.pid) for name, p in (("stack", stack), ("driver", driver))}
         start, wall_start = time.monotonic(), time.time()
-        while time.monotonic() - start < seconds:
-            rclpy.spin_once(node, timeout_sec=0.01)
+        starver = Starver(stack.pid, faults.starve_ms * 1e-3, faults.starve_every) if faults.starve_ms else None
+        with starver or contextlib.nullcontext():
+            while time.monotonic() - start < seconds:
+                rclpy.spin_once(node, timeout_sec=0.01)
         cpu = {name: (cpu_seconds(p.pid) - cpu_start[name]) / (time.monotonic() - start)
                for name, p in (("stack", stack), ("driver", driver))}
         wall_end = time.time()
@@ -235,6 +251,7 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
         "faults": status["faults"] - faults_at_arming, "superseded": status["superseded"] - before["superseded"],
         "compiled": status["compiled"] - before["compiled"],
         "overruns": status["overruns"] - before["overruns"], "problem": status["problem"],
+        "lost": status.get("lost", 0) - before.get("lost", 0), "stops": starver.stops if starver else 0,
         "tracking_rms": float(np.sqrt(np.mean(errors**2))), "tracking_max": float(np.max(errors)),
         "samples": len(common), "load": (load_before, load_after),
     }
@@ -249,6 +266,13 @@ def main() -> None:
     parser.add_argument("--realtime-priority", type=int, default=CONTROL_LOOP_PRIORITY,
                         help="SCHED_FIFO priority of the stack and the driver, as ros2_control runs "
                              "(default: %(default)s, the stack's own; 0: normal scheduling)")
+    faults = parser.add_argument_group("faults injected while measuring")
+    faults.add_argument("--extra-ticks", type=int, default=0,
+                        help="the driver takes each command 0..N ticks later, drawn per command (inject_extra_ticks)")
+    faults.add_argument("--command-loss", type=float, default=0.0,
+                        help="the driver loses each command with this probability (inject_command_loss)")
+    faults.add_argument("--starve-ms", type=float, default=0.0, help="stop the stack (SIGSTOP) this long [ms] ...")
+    faults.add_argument("--starve-every", type=float, default=0.5, help="... every this long [s]")
     args = parser.parse_args()
     print(f"# CPython {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     ratios = cycle_ratios()
@@ -256,12 +280,16 @@ def main() -> None:
           + ", ".join(f"{name} {ratio:.2f}" for name, ratio in ratios.items()))
     for executor in args.executors:
         for controller in args.controllers:
-            r = run(controller, executor, args.seconds, args.rate, args.realtime_priority)
+            r = run(controller, executor, args.seconds, args.rate, args.realtime_priority, args)
             lat = r["latency"] * 1e3 if r["latency"].size else np.array([np.nan])
             period = 1.0 / args.rate
             print(f"\n## {controller}, executor {executor}, driver at {args.rate:g} Hz, realtime priority "
                   f"{args.realtime_priority}: {args.seconds:g} s, "
                   f"load average {r['load'][0]:.2f} -> {r['load'][1]:.2f}")
+            if args.extra_ticks or args.command_loss or args.starve_ms:
+                print(f"injected: each command taken 0..{args.extra_ticks} ticks later (not counted in the periods "
+                      f"late below), {r['lost']} commands lost (p = {args.command_loss:g}), the stack stopped "
+                      f"{r['stops']} times for {args.starve_ms:g} ms")
             print(f"joint states {r['states']} ({r['states'] / args.seconds:.0f}/s), commands {r['commands']}: "
                   f"answered {100 * r['commands'] / max(r['states'], 1):.2f} %; superseded in the stack {r['superseded']}; "
                   f"answered by the compiled step {r['compiled']}")

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -54,6 +55,38 @@ class NodeProcess:
                 self.process.wait()
         self._log.close()
         return self.process.returncode
+
+
+class Starver:
+    """Starve a process of CPU now and then, all its threads at once: from a thread of this one, stop
+    it (SIGSTOP) for ``stop_s`` every ``every_s`` and let it go on (SIGCONT). A context manager; the
+    process always runs again on exit. ``stops`` counts the stops made."""
+
+    def __init__(self, pid: int, stop_s: float, every_s: float):
+        self.pid, self.stop_s, self.every_s = pid, stop_s, every_s
+        self.stops = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="starver", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_):
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._done.wait(self.every_s):
+            try:
+                os.kill(self.pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                return
+            try:
+                self._done.wait(self.stop_s)
+            finally:
+                os.kill(self.pid, signal.SIGCONT)
+            self.stops += 1
 
 
 # What a test of a launch file imports: launch itself and launch_ros, whose import needs message

@@ -34,7 +34,13 @@ from hexapod_control.errors import InvalidInputError, ParameterError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
 from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY, RELIABLE_QOS
-from hexapod_control.ros.fake_driver import CLOCK_READ_BRACKET_S, NODE_NAME, TickSchedule, steps_per_tick
+from hexapod_control.ros.fake_driver import (
+    CLOCK_READ_BRACKET_S,
+    NODE_NAME,
+    CommandInjection,
+    TickSchedule,
+    steps_per_tick,
+)
 from hexapod_control.simulation.embedded import EmbeddedSimulator
 
 PARAMETERS = load_parameters()
@@ -100,6 +106,28 @@ def test_schedule_skips_the_ticks_a_late_loop_missed_and_reports_the_periods():
     assert summary["achieved_rate"] == pytest.approx(2 / 0.6)
     assert summary["period_median"] == pytest.approx(0.3) and summary["period_max"] == 0.5
     assert summary["period_p99"] == pytest.approx(0.1 + 0.99 * 0.4)  # linear between the two periods
+
+
+INJECTED_COMMANDS = 20000
+
+
+@pytest.mark.parametrize(("extra_ticks", "loss"), [(2, 0.0), (0, 0.01), (2, 0.01)])
+def test_injected_commands_come_in_order_up_to_the_extra_ticks_late_or_are_lost(extra_ticks, loss):
+    """One command per tick, as the stack answers: each released 0..extra_ticks ticks after its own,
+    never before the one before it, every extra delay drawn; lost at the rate asked (binomial, 5 sigma)."""
+    injection = CommandInjection(extra_ticks, loss, seed=3)
+    released = []  # (tick released, tick admitted)
+    for tick in range(INJECTED_COMMANDS + extra_ticks + 1):
+        if tick < INJECTED_COMMANDS:
+            injection.admit(tick, tick, float(tick))
+        released += [(tick, data) for data, arrival in injection.released(tick) if arrival == data]
+    admitted = np.array([data for _, data in released])
+    extra = np.array([tick - data for tick, data in released])
+    assert np.all(np.diff(admitted) > 0)  # in order, none twice
+    assert admitted.size + injection.lost == INJECTED_COMMANDS and not injection.waiting
+    assert set(extra.tolist()) == set(range(extra_ticks + 1))
+    sigma = math.sqrt(INJECTED_COMMANDS * loss * (1 - loss))
+    assert abs(injection.lost - INJECTED_COMMANDS * loss) <= 5 * sigma
 
 
 def test_upper_stops_catch_the_sinking_platform_and_change_nothing_before():

@@ -19,7 +19,7 @@ from drive_helpers import simulated_parameters
 rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
-from ros_helpers import DISCOVERY_TIMEOUT_S, NodeProcess, spin_until
+from ros_helpers import DISCOVERY_TIMEOUT_S, NodeProcess, Starver, spin_until
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
@@ -51,9 +51,11 @@ SERVING = ("applying commands", "no valid command yet: zero force", "command tim
 class Operator:
     """The stack and the fake driver as two processes, and a test node that listens and calls services."""
 
-    def __init__(self, tmp_path, context, executor, controller, board="none", rate=None, stall_tolerant=False):
+    def __init__(self, tmp_path, context, executor, controller, board="none", rate=None, stall_tolerant=False,
+                 driver_parameters=()):
         """``stall_tolerant``: the stack's watchdog, stamp-age and rate-drop rows let the machine's own
-        stalls pass (STALL_TOLERANT), for a test of something else."""
+        stalls pass (STALL_TOLERANT), for a test of something else; ``driver_parameters``: more
+        (name, value) ROS parameters of the driver."""
         document = yaml.safe_load(default_parameters_path().read_text())
         hexapod = document["hexapod"]
         if rate is not None:  # both processes at this rate, the gains valid down to it
@@ -88,7 +90,7 @@ class Operator:
                                  ("gain_set", "simulated_plant"), ("params_file", stack_file))
         self.driver = NodeProcess("hexapod_control.ros.fake_driver", tmp_path / "driver.log",
                                   ("params_file", driver_file), ("realtime_priority", CONTROL_LOOP_PRIORITY),
-                                  ("board", board))
+                                  ("board", board), *driver_parameters)
 
     def listen_to_joint_states(self, listening: bool) -> None:
         """The 1 kHz stream costs this process a core's share: listened to only while needed."""
@@ -116,6 +118,7 @@ class Operator:
             values = {kv.key: kv.value for kv in entry.values}
             if entry.name.startswith("hexapod_fake_driver"):
                 self.status["answering"] = float(values.get("commands_per_state", "nan")) >= ANSWERING
+                self.status["lost"] = int(values.get("commands_lost_injected", 0))
                 self.status["driver"] = entry.message
             elif entry.name.startswith("hexapod_robot_stack"):
                 self.status["faults"] = int(values.get("faults", 0))
@@ -197,6 +200,38 @@ def test_the_stack_tracks_against_the_fake_driver(tmp_path, context, executor, c
     errors = np.array([np.linalg.norm(references[t] - poses[t]) for t in window])
     rms_bound, max_bound = BOUNDS_M[controller, rate]
     print(f"{controller} on board {board} at {rate or 1000} Hz: RMS {np.sqrt(np.mean(errors**2)):.3g} m, max {errors.max():.3g} m")
+    assert np.sqrt(np.mean(errors**2)) < rms_bound and errors.max() < max_bound
+
+
+# The driver takes each command 0..2 ticks later than it would (the forces' delay jumps between 1
+# and 3 periods from cycle to cycle) and loses 1 % of them, while the stack's process is stopped for
+# a few milliseconds twice a second: what a loaded PC and a lossy link do, all at once.
+LATE_AND_LOSSY = (("inject_extra_ticks", 2), ("inject_command_loss", 0.01))
+STARVED_S, STARVED_EVERY_S = 0.005, 0.5
+
+
+@pytest.mark.parametrize("controller", [pytest.param("double_loop", marks=FALLS_BEHIND),
+                                        pytest.param("computed_torque", marks=FALLS_BEHIND)])
+def test_the_stack_stays_stable_and_tracks_when_late_lossy_and_starved(tmp_path, context, executor, controller):
+    operator = Operator(tmp_path, context, executor, controller, driver_parameters=LATE_AND_LOSSY)
+    try:
+        operator.wait_for_rest()
+        operator.listen_to_joint_states(False)
+        operator.call("arm", SetBool.Request(data=True))
+        operator.call("start", Trigger.Request())
+        started = max(operator.references, default=-np.inf)
+        with Starver(operator.stack.process.pid, STARVED_S, STARVED_EVERY_S) as starver:
+            operator.references_past(started, SETTLE_S + TRACKED_S)
+    finally:
+        operator.stop()
+    assert starver.stops >= TRACKED_S / STARVED_EVERY_S / 2 and operator.status["lost"] > 0, (starver.stops,
+                                                                                              operator.status)
+    assert operator.status["faults"] == 0, operator.status["stack"]
+    poses, references = operator.poses, operator.references
+    window = [t for t in sorted(set(poses) & set(references)) if started + SETTLE_S <= t]
+    errors = np.array([np.linalg.norm(references[t] - poses[t]) for t in window])
+    rms_bound, max_bound = BOUNDS_M[controller, None]
+    assert len(window) >= TRACKED_S * 50 * 0.9
     assert np.sqrt(np.mean(errors**2)) < rms_bound and errors.max() < max_bound
 
 

@@ -26,7 +26,8 @@ Publishes   ``/joint_states`` (sensor_msgs/JointState) once per loop tick, as
 Parameters  ``params_file``; ``rate`` [Hz] (default ``simulation.rate``, which it must divide);
             ``command_timeout`` [s] (default ``DEFAULT_COMMAND_TIMEOUT_S``); ``timing_log`` (below);
             ``realtime_priority`` (default 0, the normal scheduler; 1-99: SCHED_FIFO for its
-            threads, as the robot's ros2_control driver would run); ``board`` (below).
+            threads, as the robot's ros2_control driver would run); ``board`` (below);
+            ``inject_extra_ticks``, ``inject_command_loss``, ``inject_seed`` (below).
 Board       ``board:=none`` (default): the forces act on the plant directly, as described here.
             ``simulated`` or ``quanser``: the driver core of hexapod_control.drive runs in this
             loop over that board (its power-up, its command timeout and protections, its latched
@@ -56,6 +57,12 @@ read at the time of the stamp. A wall-clock stamp runs up to a period ahead of t
 reports, and the controller then compares that motion with the reference up to a period ahead (over
 DDS it drove computed torque at 500 Hz to overspeed). The tick's lateness shows as the state's age
 on arrival instead, as it would on the robot. A Quanser board's state is stamped when it was read.
+
+Injected faults (for tests and benchmarks of a controller; default none). ``inject_extra_ticks``
+N: each command is taken 0..N ticks later than it would be, drawn per command but never before
+the command before it (the commands keep their order: the delay of the forces jumps between 1 and
+1 + N periods from one cycle to the next); ``inject_command_loss`` p: each command is lost with
+probability p (counted as ``commands_lost_injected``); ``inject_seed``: the draws' seed.
 
 Answers. /diagnostics reports the commands received per joint state published since the last
 report. With the parameter ``timing_log`` set to a path, the driver writes there on shutdown when
@@ -216,6 +223,50 @@ class TickSchedule:
         }
 
 
+class CommandInjection:
+    """Faults injected between DDS and the command interface (module doc, Injected faults): each
+    command admitted at a tick is released ``extra`` ticks later, ``extra`` drawn from 0..``extra_ticks``
+    but never releasing it before the one admitted before it; or lost with probability ``loss``."""
+
+    def __init__(self, extra_ticks: int, loss: float, seed: int):
+        self.extra_ticks, self.loss = extra_ticks, loss
+        self.random = np.random.default_rng(seed)
+        self.waiting: deque[tuple[int, object, float]] = deque()  # (release tick, data, arrival)
+        self.lost = 0
+
+    def admit(self, tick: int, data, arrival: float) -> None:
+        """A command taken at ``tick`` (its data and its monotonic arrival)."""
+        if self.random.random() < self.loss:
+            self.lost += 1
+            return
+        self.waiting.append((tick + int(self.random.integers(0, self.extra_ticks + 1)), data, arrival))
+
+    def released(self, tick: int) -> list[tuple[object, float]]:
+        """The commands due at ``tick``, oldest first: (data, arrival). One waits for those before it."""
+        due = []
+        while self.waiting and self.waiting[0][0] <= tick:
+            _, data, arrival = self.waiting.popleft()
+            due.append((data, arrival))
+        return due
+
+
+def declare_injection(node) -> CommandInjection | None:
+    """The ``inject_*`` parameters (module doc); None when they inject nothing."""
+    def declare(name, default, description):
+        return node.declare_parameter(name, default, ParameterDescriptor(description=description, read_only=True)).value
+
+    extra = declare("inject_extra_ticks", 0, "test only: take each command 0..N ticks later, drawn per command, in order")
+    loss = declare("inject_command_loss", 0.0, "test only: lose each command with this probability")
+    seed = declare("inject_seed", 0, "the injected draws' seed")
+    for name, value, valid in (("inject_extra_ticks", extra, isinstance(extra, int) and extra >= 0),
+                               ("inject_command_loss", loss, isinstance(loss, float) and 0.0 <= loss < 1.0),
+                               ("inject_seed", seed, isinstance(seed, int) and seed >= 0)):
+        if isinstance(value, bool) or not valid:
+            raise ParameterError(f"ROS parameter {name!r} of node {node.get_name()!r}: got {value!r}, expected "
+                                 + ("a probability in [0, 1)" if name == "inject_command_loss" else "an integer >= 0"))
+    return CommandInjection(extra, loss, seed) if extra or loss else None
+
+
 # ------------------------------------------------------------------------------------------ node
 class FakeDriverNode(HexapodNode):
     default_name = NODE_NAME
@@ -245,6 +296,7 @@ class FakeDriverNode(HexapodNode):
         else:
             self.command = self.drive.command
             self.create_service(Trigger, "~/reset", self._on_reset)
+        self.injection = declare_injection(self)
         timing_log = declare_timing_log(self, "state stamps and publications, and command takes and arrivals")
         self.realtime_priority = declare_realtime_priority(self, 0)
         self.timing_log = TimingLog(timing_log, ("state_stamps", "state_publications", "command_takes",
@@ -302,11 +354,19 @@ class FakeDriverNode(HexapodNode):
             self.timing_log.record("command_arrivals", arrival * 1e-9)
             self.timing_log.record("command_sources", (info.get("source_timestamp") or math.nan) * 1e-9)
             self.window_commands += 1
-            try:
-                # Its age counts from its arrival, not from the tick that took it.
-                self.command.receive(message.data, now - max(taken - arrival, 0) * 1e-9)
-            except InvalidInputError as error:
-                self.get_logger().warning(f"rejecting effort command, not applied: {error}", throttle_duration_sec=1.0)
+            # Its age counts from its arrival, not from the tick that took it.
+            arrived = now - max(taken - arrival, 0) * 1e-9
+            if self.injection is None:
+                self._receive(message.data, arrived)
+            else:
+                self.injection.admit(self.timing.ticks, message.data, arrived)
+
+    def _receive(self, data, arrived: float) -> None:
+        """A command into the command interface (monotonic arrival ``arrived``)."""
+        try:
+            self.command.receive(data, arrived)
+        except InvalidInputError as error:
+            self.get_logger().warning(f"rejecting effort command, not applied: {error}", throttle_duration_sec=1.0)
 
     # -------------------------------------------------------------- ticks
     def _on_deadline(self, now: float) -> None:
@@ -320,6 +380,9 @@ class FakeDriverNode(HexapodNode):
         """Take the commands waiting now, the ones this tick applies; return when (time.monotonic)."""
         taken = time.monotonic()
         self.loop.take_waiting()
+        if self.injection is not None:
+            for data, arrived in self.injection.released(self.timing.ticks):
+                self._receive(data, arrived)
         return taken
 
     def _plant_tick(self, periods: int) -> None:
@@ -402,6 +465,8 @@ class FakeDriverNode(HexapodNode):
             **self.timing.summary(),
             "commands_per_state": self.window_commands / self.window_states if self.window_states else math.nan,
         }
+        if self.injection is not None:
+            values["commands_lost_injected"] = self.injection.lost
         if plant is not None:
             values |= {"plant_steps": plant.steps, "end_stop_contacts": plant.end_stop_contacts,
                        "collapse": plant.collapse}
