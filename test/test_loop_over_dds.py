@@ -141,6 +141,20 @@ class Operator:
         assert future.result().success, f"~/{service}: {future.result().message}"
         return future.result().message
 
+    def start_tracking(self) -> float:
+        """Rest, arm and start as an operator would; the latest reference stamp before the start."""
+        self.wait_for_rest()
+        self.listen_to_joint_states(False)
+        self.call("arm", SetBool.Request(data=True))
+        self.call("start", Trigger.Request())
+        return max(self.references, default=-np.inf)
+
+    def tracking_errors(self, started) -> np.ndarray:
+        """|reference - pose| [m] at equal stamps, from the end of the move to the trajectory's start."""
+        window = [t for t in sorted(set(self.poses) & set(self.references)) if started + SETTLE_S <= t]
+        assert len(window) >= TRACKED_S * 50 * 0.9  # the stack's 50 Hz decimated outputs, nearly all received
+        return np.array([np.linalg.norm(self.references[t] - self.poses[t]) for t in window])
+
     def references_past(self, started, duration):
         spin_until(self.executor, lambda: max(self.references, default=-np.inf) > started + duration,
                    STARTUP_TIMEOUT_S, "the trajectory's reference")
@@ -185,21 +199,14 @@ def test_the_stack_tracks_against_the_fake_driver(tmp_path, context, executor, c
     """board simulated: the drive core powers up (calibration, homing) before the stack arms from the stops."""
     operator = Operator(tmp_path, context, executor, controller, board, rate)
     try:
-        operator.wait_for_rest()
-        operator.listen_to_joint_states(False)
-        operator.call("arm", SetBool.Request(data=True))
-        operator.call("start", Trigger.Request())
-        started = max(operator.references, default=-np.inf)
+        started = operator.start_tracking()
         operator.references_past(started, SETTLE_S + TRACKED_S)
     finally:
         operator.stop()
     assert operator.status["faults"] == 0, operator.status["stack"]
     if not isinstance(native_loop.build(), str):  # the stack's default executor served them in C
         assert operator.status["rcl_loop_answers"] > TRACKED_S * (rate or 1000.0) / 2, operator.status
-    poses, references = operator.poses, operator.references
-    window = [t for t in sorted(set(poses) & set(references)) if started + SETTLE_S <= t]
-    assert len(window) >= TRACKED_S * 50 * 0.9  # the stack's 50 Hz decimated outputs, nearly all received
-    errors = np.array([np.linalg.norm(references[t] - poses[t]) for t in window])
+    errors = operator.tracking_errors(started)
     rms_bound, max_bound = BOUNDS_M[controller, rate]
     print(f"{controller} on board {board} at {rate or 1000} Hz: RMS {np.sqrt(np.mean(errors**2)):.3g} m, max {errors.max():.3g} m")
     assert np.sqrt(np.mean(errors**2)) < rms_bound and errors.max() < max_bound
@@ -217,11 +224,7 @@ STARVED_S, STARVED_EVERY_S = 0.005, 0.5
 def test_the_stack_stays_stable_and_tracks_when_late_lossy_and_starved(tmp_path, context, executor, controller):
     operator = Operator(tmp_path, context, executor, controller, driver_parameters=LATE_AND_LOSSY)
     try:
-        operator.wait_for_rest()
-        operator.listen_to_joint_states(False)
-        operator.call("arm", SetBool.Request(data=True))
-        operator.call("start", Trigger.Request())
-        started = max(operator.references, default=-np.inf)
+        started = operator.start_tracking()
         with Starver(operator.stack.process.pid, STARVED_S, STARVED_EVERY_S) as starver:
             operator.references_past(started, SETTLE_S + TRACKED_S)
     finally:
@@ -229,11 +232,8 @@ def test_the_stack_stays_stable_and_tracks_when_late_lossy_and_starved(tmp_path,
     assert starver.stops >= TRACKED_S / STARVED_EVERY_S / 2 and operator.status["lost"] > 0, (starver.stops,
                                                                                               operator.status)
     assert operator.status["faults"] == 0, operator.status["stack"]
-    poses, references = operator.poses, operator.references
-    window = [t for t in sorted(set(poses) & set(references)) if started + SETTLE_S <= t]
-    errors = np.array([np.linalg.norm(references[t] - poses[t]) for t in window])
+    errors = operator.tracking_errors(started)
     rms_bound, max_bound = BOUNDS_M[controller, None]
-    assert len(window) >= TRACKED_S * 50 * 0.9
     assert np.sqrt(np.mean(errors**2)) < rms_bound and errors.max() < max_bound
 
 
