@@ -7,6 +7,7 @@
 #   ROS_LOG_DIR                    kept if set, else <repo>/.ros_log
 #   AMENT_PREFIX_PATH              + the venv, where the PyPI ROS wheels put share/ament_index
 #   PYTHONPATH                     + the repo root, so `import hexapod_control` needs no install
+#   OPENBLAS_CORETYPE, NPY_DISABLE_CPU_FEATURES   on an AVX-512 CPU, unless set: the AVX2 kernels
 
 _hexapod_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [[ ! -x "$_hexapod_repo/.venv/bin/python" ]]; then

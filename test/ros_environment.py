@@ -10,6 +10,11 @@ One place for the logic shared by `scripts/env.sh` (shell) and `test/conftest.py
 * ROS_DOMAIN_ID, unless already set: derived from a process id, so that concurrent runs on one
   machine (two test sessions, a test session and a demo) do not see each other's topics.
 * ROS_LOG_DIR, unless already set: rcl writes its log files there instead of ~/.ros/log.
+* OPENBLAS_CORETYPE and NPY_DISABLE_CPU_FEATURES, on a CPU with AVX-512 and unless already set:
+  NumPy's and OpenBLAS's AVX2 kernels (`AVX2_KERNELS`). Their AVX-512 kernels round differently
+  (other summation orders, other transcendental functions), so the checks that the compiled code
+  answers as the NumPy code to 1e-12, and the replay that reproduces a bag exactly, would hold on
+  some machines of a kind and not on others.
 * AMENT_PREFIX_PATH: the PyPI ROS wheels install their ament index into the venv prefix
   (<venv>/share/ament_index), which ament_index_python (launch, `get_package_share_directory`)
   only searches when that prefix is listed here. Message type support itself is found through
@@ -45,6 +50,17 @@ _AMENT_MARKER = Path("share", "ament_index", "resource_index", "packages", "rclp
 
 class RosEnvironmentError(RuntimeError):
     """The environment for a ROS process cannot be set up safely."""
+
+
+AVX2_KERNELS = {"OPENBLAS_CORETYPE": "Haswell", "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR"}
+
+
+def has_avx512(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this (Linux, x86) machine's CPU has AVX-512 (its ``avx512f`` flag)."""
+    try:
+        return any(line.startswith("flags") and "avx512f" in line.split() for line in cpuinfo.open())
+    except OSError:
+        return False
 
 
 def domain_id_for_pid(pid: int) -> int:
@@ -103,6 +119,8 @@ def ros_environment(
         changes["ROS_DOMAIN_ID"] = str(domain_id_for_pid(pid))
     if not environ.get("ROS_LOG_DIR"):
         changes["ROS_LOG_DIR"] = str(log_dir)
+    if has_avx512():
+        changes |= {name: value for name, value in AVX2_KERNELS.items() if not environ.get(name)}
 
     existing = [p for p in environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
     missing = [p for p in ament_prefixes() if p not in existing]

@@ -259,10 +259,12 @@ def driver(tmp_path_factory):
     # tick began, then published, and then its tick took the commands waiting (ros2_control's
     # order): stamp <= publication <= take, within the clocks' offset, which each time is taken from
     # two reads at most CLOCK_READ_BRACKET_S apart.
+    # Ctrl-C can end the last tick between its stamp, its publication and its take.
     published, takes, tolerance = log["state_publications"], log["command_takes"], CLOCK_READ_BRACKET_S
-    assert published.size == takes.size == stamps.size
-    assert np.all(stamps <= published + tolerance), np.max(stamps - published)
-    assert np.all(published <= takes + tolerance), np.max(published - takes)
+    n = takes.size
+    assert 0 <= stamps.size - published.size <= 1 and 0 <= published.size - n <= 1
+    assert np.all(stamps[:n] <= published[:n] + tolerance), np.max(stamps[:n] - published[:n])
+    assert np.all(published[:n] <= takes + tolerance), np.max(published[:n] - takes)
     assert log["command_arrivals"].size >= 3 and stamps[0] < log["command_arrivals"][0] < time.time()
 
 
