@@ -120,7 +120,9 @@ def test_injected_commands_come_in_order_up_to_the_extra_ticks_late_or_are_lost(
     for tick in range(INJECTED_COMMANDS + extra_ticks + 1):
         if tick < INJECTED_COMMANDS:
             injection.admit(tick, tick, float(tick))
-        released += [(tick, data) for data, arrival in injection.released(tick) if arrival == data]
+        for data, arrival in injection.released(tick):
+            assert arrival == data  # each command's data with its own arrival
+            released.append((tick, data))
     admitted = np.array([data for _, data in released])
     extra = np.array([tick - data for tick, data in released])
     assert np.all(np.diff(admitted) > 0)  # in order, none twice
