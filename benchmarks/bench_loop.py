@@ -3,7 +3,7 @@
     python benchmarks/bench_loop.py [--seconds 60] [--controllers double_loop computed_torque]
                                     [--executors native wait_set single_threaded events] [--rate 1000]
                                     [--realtime-priority 50] [--extra-ticks 2] [--command-loss 0.01]
-                                    [--starve-ms 5 --starve-every 0.5]
+                                    [--starve-ms 5 --starve-every 0.5] [--driver-executor wait_set]
 
 For each controller and stack executor: the fake driver (its own wall-clock loop at ``--rate``) and
 the robot stack run as two processes over DDS on loopback. Before any command the driver applies
@@ -183,6 +183,8 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
                     status["problem"] = entry.message
             elif entry.name.startswith("hexapod_fake_driver"):
                 status["overruns"] = int(values.get("loop_overruns", 0))
+                status["driver_native"] = int(values.get("native_ticks", 0))
+                status["driver_ticks"] = int(values.get("loop_ticks", 0))
                 status["lost"] = int(values.get("commands_lost_injected", 0))
                 status["answering"] = float(values.get("commands_per_state", "nan")) >= ANSWERING
 
@@ -201,7 +203,8 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
         driver = subprocess.Popen(
             [sys.executable, "-m", "hexapod_control.ros.fake_driver", "--ros-args", "-p", f"params_file:={overlay}",
              "-p", f"rate:={rate}", "-p", f"timing_log:={driver_log}", "-p", f"realtime_priority:={priority}",
-             "-p", f"inject_extra_ticks:={faults.extra_ticks}", "-p", f"inject_command_loss:={faults.command_loss}"],
+             "-p", f"inject_extra_ticks:={faults.extra_ticks}", "-p", f"inject_command_loss:={faults.command_loss}",
+             "-p", f"executor:={faults.driver_executor}"],
             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # An operator arms once the platform rests and the stack answers the driver's states.
         while speeds[0] >= REST_SPEED_M_S or not status.get("answering"):
@@ -251,6 +254,8 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
         "faults": status["faults"] - faults_at_arming, "superseded": status["superseded"] - before["superseded"],
         "compiled": status["compiled"] - before["compiled"],
         "overruns": status["overruns"] - before["overruns"], "problem": status["problem"],
+        "driver_native": status["driver_native"] - before["driver_native"],
+        "driver_ticks": status["driver_ticks"] - before["driver_ticks"],
         "lost": status.get("lost", 0) - before.get("lost", 0), "stops": starver.stops if starver else 0,
         "tracking_rms": float(np.sqrt(np.mean(errors**2))), "tracking_max": float(np.max(errors)),
         "samples": len(common), "load": (load_before, load_after),
@@ -262,6 +267,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per run (default: %(default)s)")
     parser.add_argument("--controllers", nargs="+", default=["double_loop", "computed_torque"])
     parser.add_argument("--executors", nargs="+", default=["native"], help="the stack's executor parameter")
+    parser.add_argument("--driver-executor", choices=("native", "wait_set"), default="native",
+                        help="the fake driver's executor parameter: its ticks in C while it holds a command, or Python's")
     parser.add_argument("--rate", type=float, default=1000.0, help="the driver's loop rate, and the rate of both processes' parameters [Hz]")
     parser.add_argument("--realtime-priority", type=int, default=CONTROL_LOOP_PRIORITY,
                         help="SCHED_FIFO priority of the stack and the driver, as ros2_control runs "
@@ -300,6 +307,7 @@ def main() -> None:
                 for part, values in r["parts"].items() if values.size))
             print("periods late (1 = applied at the next tick): "
                   + ", ".join(f"{k}{'+' if k == LATE_BUCKETS else ''}: {v}" for k, v in sorted(r["late"].items())))
+            print(f"driver ticks run in C: {r['driver_native']} of {r['driver_ticks']} (executor {args.driver_executor})")
             print(f"stack faults since arming (watchdog trips included): {r['faults']}; driver overruns: {r['overruns']}"
                   + (f"; last problem: {r['problem']}" if r["problem"] else ""))
             print("CPU per process [fraction of a core]: " + ", ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items()))

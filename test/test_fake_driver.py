@@ -24,15 +24,17 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from drive_helpers import simulated_parameters
 from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, SPIN_STEP_S, NodeProcess, spin_until
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
+from rclpy.serialization import serialize_message
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension, MultiArrayLayout
 from std_srvs.srv import Trigger
 
 from hexapod_control.conventions import TOPICS, time_from_stamp
-from hexapod_control.drive.core import CommandHold
+from hexapod_control.drive.core import CommandHold, effort_array
 from hexapod_control.drive.simulated_board import EndStopPlant
 from hexapod_control.errors import InvalidInputError, ParameterError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
+from hexapod_control.ros import native_driver
 from hexapod_control.ros.common import CONTROL_LOOP_PRIORITY, RELIABLE_QOS
 from hexapod_control.ros.fake_driver import (
     CLOCK_READ_BRACKET_S,
@@ -56,6 +58,11 @@ SIGINT_STOPS = 6  # Ctrl-C after Ctrl-C: the crash seen was on some stops, not a
 STATES_BEFORE_STOP = 100  # the loop, the diagnostics and the executor's services all ran
 POWER_UP_TIMEOUT_S = 60.0  # calibration and homing take a few simulated seconds, slower on a loaded machine
 RESETS_ALLOWED = 4  # power-ups a loaded machine's stalls may fault before one completes
+LIFT = 1.05  # the lifting command: this many times the force that holds the platform at rest on its stops
+LIFT_S = 0.4  # how long it is sent [s]: the platform rises off the upper stops and reaches the lower ones
+LIFT_RATE = 200.0  # [Hz] of the lifting commands
+ODD_EVERY = 20  # every this many lifting commands one is odd: a rejected one, or one the C loop leaves to Python
+STEP_TOLERANCE = 1e-9  # [m], [m/s]: a state against the plant stepped offline from the state before
 
 
 # ------------------------------------------------------------------------------------------ without ROS
@@ -81,6 +88,35 @@ def test_command_hold_applies_the_latest_valid_command_until_the_timeout():
 
     hold.receive([-1.0] * 6, now=3.0)  # a new command after a timeout is applied again
     assert hold.forces(3.01) == (pytest.approx([-1.0] * 6), True)
+
+
+def test_the_c_loop_reads_exactly_the_commands_an_effort_controller_applies():
+    """The C loop holds a command itself only when it is six finite values with an empty layout, and
+    then the values the Python hold would hold; anything else is left to the Python hold."""
+    reader = native_driver.command_reader()
+    if isinstance(reader, str):
+        pytest.skip(f"no rcl loop in C here: {reader}")
+    dimension = MultiArrayDimension(label="joints", size=6, stride=6)
+    random = np.random.default_rng(0)
+    datas = [[], [1.0] * 5, [1.0] * 7, [-0.0] * 6, [1e300, -1e300, 5e-324, 1.0, 2.0, 3.0],
+             *([value if j == 2 else 1.0 for j in range(6)] for value in (math.nan, math.inf, -math.inf)),
+             *(random.normal(0.0, 100.0, 6).tolist() for _ in range(50))]
+    layouts = [MultiArrayLayout(), MultiArrayLayout(data_offset=3), MultiArrayLayout(dim=[dimension])]
+    accepted_count = 0
+    for layout in layouts:
+        for data in datas:
+            message = serialize_message(Float64MultiArray(layout=layout, data=data))
+            forces = np.full(6, math.nan)
+            accepted = reader(message, len(message), forces.ctypes.data)
+            try:
+                held = effort_array(data, 6)
+            except InvalidInputError:
+                held = None
+            assert bool(accepted) == (held is not None and not layout.dim), (layout, data)
+            if accepted:
+                accepted_count += 1
+                assert forces.tobytes() == np.asarray(held, dtype=float).tobytes()
+    assert accepted_count == 2 * 52  # the six finite values of both empty layouts
 
 
 @pytest.mark.parametrize(("rate", "steps"), [(RATE, 1), (RATE / 4, 4), (RATE / 10, 10)])
@@ -401,6 +437,70 @@ def test_a_command_is_applied_until_the_timeout_and_a_malformed_one_never(listen
     after = listener.latest_values()
     assert int(after["commands_rejected"]) - int(before["commands_rejected"]) == 2
     assert int(after["command_timeouts"]) - int(before["command_timeouts"]) == 1
+
+
+def test_every_state_is_the_plant_stepped_under_the_effort_it_reports(listener):
+    """Each joint state the driver publishes is the one before it stepped one period under the forces
+    the later one reports: in the ticks its C loop runs (a command held, the platform off its stops)
+    and in its Python ticks alike (on the stops, a command the C loop leaves to Python, after the
+    timeout), with the end stops and the saturation. The plant is stepped here from the published
+    state, with another warm start of its kinematics than the driver's: equal to STEP_TOLERANCE."""
+    parameters = PARAMETERS.replace(limits={"actuator_position_max": STOP})
+    listener.wait(lambda: listener.states[-1][1] == (STOP,) * 6, "the platform on its stops")
+    listener.wait(lambda: listener.commands.get_subscription_count() >= 1, "the driver's command subscription",
+                  DISCOVERY_TIMEOUT_S)
+    resting = EmbeddedSimulator(parameters)
+    resting.reseat(np.full(6, STOP), np.zeros(6))
+    holding = resting.model.dynamics.inverse_dynamics(np.full(6, STOP), np.zeros(6), np.zeros(6),
+                                                      resting.passive_angles)
+    lift = (LIFT * np.asarray(holding)).tolist()
+    odd = [Float64MultiArray(data=[math.nan] * 6),
+           Float64MultiArray(layout=MultiArrayLayout(dim=[MultiArrayDimension(label="j", size=6, stride=6)]),
+                             data=lift)]
+    before = listener.latest_values()
+    start = len(listener.states)
+    sent = 0
+
+    def send():
+        nonlocal sent
+        listener.commands.publish(odd[(sent // ODD_EVERY) % 2] if sent % ODD_EVERY == 0 else
+                                  Float64MultiArray(data=lift))
+        sent += 1
+
+    timer = listener.node.create_timer(1.0 / LIFT_RATE, send)
+    try:
+        end = time.monotonic() + LIFT_S
+        listener.wait(lambda: time.monotonic() > end, "the lifting commands sent", LIFT_S + DELIVERY_TIMEOUT_S)
+    finally:
+        listener.node.destroy_timer(timer)
+    rejected = (sent + ODD_EVERY - 1) // (2 * ODD_EVERY)  # the NaN commands: the first odd one, then every other
+
+    def counted():
+        values = listener.latest_values()
+        return (int(values["commands_received"]) - int(before["commands_received"]) == sent
+                and int(values["command_timeouts"]) > int(before["command_timeouts"]))
+
+    listener.wait(counted, f"the {sent} commands and the timeout after them counted in the diagnostics")
+    after = listener.latest_values()
+    assert int(after["commands_rejected"]) - int(before["commands_rejected"]) == rejected
+
+    states = listener.states[start:]
+    plant = EndStopPlant(EmbeddedSimulator(parameters), parameters.limits)
+    pairs = lifted = 0
+    worst = 0.0
+    for (stamp, q, qd, _), (next_stamp, next_q, next_qd, effort) in zip(states, states[1:]):
+        if abs((next_stamp - stamp) * RATE - 1.0) > 1e-3:
+            continue  # a tick the driver skipped, or a state this listener did not get
+        plant.plant.reseat(q, qd)
+        plant.advance(np.array(effort), 1)
+        true_q, true_qd = plant.plant.true_state
+        worst = max(worst, np.max(np.abs(true_q - next_q)), np.max(np.abs(true_qd - next_qd)))
+        pairs += 1
+        lifted += effort == tuple(lift) and STOP not in next_q
+    assert worst <= STEP_TOLERANCE and pairs > len(states) / 2, (worst, pairs, len(states))
+    assert lifted > LIFT_S * RATE / 4  # the platform moved under the lift, off its stops
+    if not isinstance(native_driver.build(), str):  # the driver's default executor ran those ticks in C
+        assert int(after["native_ticks"]) - int(before["native_ticks"]) > lifted / 2, (after, before)
 
 
 COMMANDER = """

@@ -99,6 +99,19 @@ class CommandHold:
             raise
         self._latest = (forces, now)
 
+    @property
+    def held(self) -> tuple[np.ndarray, float] | None:
+        """The latest valid command and its arrival, or None."""
+        return self._latest
+
+    def held_elsewhere(self, received: int, latest: tuple[np.ndarray, float] | None, applied: bool) -> None:
+        """What a loop in C did with this hold's commands meanwhile (ros/native_driver.py): it read
+        ``received`` valid ones, holds ``latest``, and ``applied`` it at its ticks (before any timeout)."""
+        self.received += received
+        self._latest = latest
+        if applied:
+            self._active = True
+
     def forces(self, now: float) -> tuple[np.ndarray, bool]:
         """(forces to apply at ``now``, whether they are a held command rather than zero)."""
         latest = self._latest

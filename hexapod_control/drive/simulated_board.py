@@ -82,6 +82,24 @@ class EndStopPlant:
         except HexapodError as error:  # the stopped configuration does not assemble: the model ends there
             self._freeze(error, q_start)
 
+    def compiled_state(self) -> tuple | None:
+        """(q, q_d, phi, the warm start (18,), the forces acting, q at the start of the last step) for
+        a loop that steps this plant in C (ros/native_driver.py); None when it cannot: a plant
+        without the C step and an ideal sensor, external forces acting, or collapsed."""
+        state = None if self.collapse else self.plant.lockstep_state()
+        if state is None:
+            return None
+        q, qd, forces, phi, warm = state
+        return q, qd, phi, warm, forces, self._last_start
+
+    def resume_compiled(self, q, qd, phi, warm, forces, last_start, steps: int) -> None:
+        """Take the state such a loop reached after ``steps`` steps, none of which ended on a stop
+        (it leaves those to :meth:`advance`)."""
+        self.plant.lockstep_resume(q, qd, forces, phi, warm, steps)
+        if steps:
+            self._last_start = np.array(last_start)
+        self.steps += steps
+
     def _freeze(self, error: HexapodError, *candidates: np.ndarray) -> None:
         """Stop the plant at rest at the first of ``candidates`` that assembles."""
         self.collapse = str(error)

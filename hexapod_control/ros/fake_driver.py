@@ -27,7 +27,8 @@ Parameters  ``params_file``; ``rate`` [Hz] (default ``simulation.rate``, which i
             ``command_timeout`` [s] (default ``DEFAULT_COMMAND_TIMEOUT_S``); ``timing_log`` (below);
             ``realtime_priority`` (default 0, the normal scheduler; 1-99: SCHED_FIFO for its
             threads, as the robot's ros2_control driver would run); ``board`` (below);
-            ``inject_extra_ticks``, ``inject_command_loss``, ``inject_seed`` (below).
+            ``inject_extra_ticks``, ``inject_command_loss``, ``inject_seed`` (below); ``executor``
+            (below).
 Board       ``board:=none`` (default): the forces act on the plant directly, as described here.
             ``simulated`` or ``quanser``: the driver core of hexapod_control.drive runs in this
             loop over that board (its power-up, its command timeout and protections, its latched
@@ -57,6 +58,15 @@ read at the time of the stamp. A wall-clock stamp runs up to a period ahead of t
 reports, and the controller then compares that motion with the reference up to a period ahead (over
 DDS it drove computed torque at 500 Hz to overspeed). The tick's lateness shows as the state's age
 on arrival instead, as it would on the robot. A Quanser board's state is stamped when it was read.
+
+Ticks in C. With ``executor:=native`` (the default) the ticks run in an rcl loop in C while a valid
+command is held and the plant moves freely (:mod:`hexapod_control.ros.native_driver`): the same
+order, the same plant step, no Python per tick. Every other tick is the Python tick above: before
+the first command and after a timeout, on an end stop, at a command the C loop leaves to Python
+(another layout, a rejected one), a tick that starts a period late; and every tick on a board or
+with injected faults. The executor's poll and the diagnostics run right after a tick, in the gap
+before the next. ``executor:=wait_set``: the Python ticks only. /diagnostics counts the ticks run
+in C as ``native_ticks``.
 
 Injected faults (for tests and benchmarks of a controller; default none). ``inject_extra_ticks``
 N: each command is taken 0..N ticks later than it would be, drawn per command but never before
@@ -109,7 +119,7 @@ from collections import deque
 
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.serialization import serialize_message
+from rclpy.serialization import deserialize_message, serialize_message
 from rclpy.time import Time
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -121,6 +131,7 @@ from hexapod_control.drive.core import CommandHold, DriveCore, DriveState
 from hexapod_control.drive.simulated_board import EndStopPlant, SimulatedBoard, whole_plant_steps
 from hexapod_control.errors import BoardError, InvalidInputError, ParameterError
 from hexapod_control.model.parameters import HexapodParameters
+from hexapod_control.ros import native_driver
 from hexapod_control.ros.common import (
     LEVEL_ERROR,
     LEVEL_OK,
@@ -144,14 +155,20 @@ NODE_NAME = "hexapod_fake_driver"
 # keeps control; a dead one lets go within 50 ms. The robot's drives want the shortest timeout
 # their controller's measured gaps allow, since the last force acts for that long.
 DEFAULT_COMMAND_TIMEOUT_S = 0.05
-# Parameter services and /diagnostics' neighbours are served this often between ticks [s]: a
-# parameter request waits at most this long, and polling the executor costs nothing in between.
-SERVICE_POLL_PERIOD_S = 0.01
+# The driver's services (parameters, ~/reset) are served this often between ticks [s]: a request
+# waits at most this long. A poll of rclpy's executor can outlast a period at the higher rates and
+# holds up the tick after it, so it is not done more often.
+SERVICE_POLL_PERIOD_S = 0.1
 DRIVE_NODE_NAME = "hexapod_drive"
 NO_BOARD, SIMULATED_BOARD, QUANSER_BOARD = "none", "simulated", "quanser"
 STATUS_NAMES = {NO_BOARD: "fake ros2_control driver", SIMULATED_BOARD: "drive on a simulated board",
                 QUANSER_BOARD: "drive on a Quanser board"}
 BOARD_KINDS = (NO_BOARD, SIMULATED_BOARD, QUANSER_BOARD)
+EXECUTORS = ("native", "wait_set")
+EXECUTOR_DESCRIPTION = (
+    "native (default): while a command is held and the plant moves freely, the ticks run in C "
+    "(ros/native_driver.py), the Python ticks otherwise; wait_set: the Python ticks only"
+)
 BOARD_DESCRIPTION = (
     "none: the forces act on the embedded plant directly; simulated: the embedded plant behind a simulated board, "
     "with the drive's power-up and faults (hexapod_control.drive); quanser: a Quanser HIL board (not run on "
@@ -202,6 +219,13 @@ class TickSchedule:
         self.starts.append(now)
         self.ticks += 1
         return missed + 1
+
+    def ticked(self, starts: np.ndarray, deadline: float) -> None:
+        """Ticks begun elsewhere (the loop in C, ros/native_driver.py) at ``starts``, on time; the next
+        one is due at ``deadline``."""
+        self.starts.extend(starts.tolist())
+        self.ticks += len(starts)
+        self.deadline = deadline
 
     @property
     def scheduled(self) -> float:
@@ -318,8 +342,33 @@ class FakeDriverNode(HexapodNode):
             parameters.safety.diagnostics_period
         )
         self._throttle = DiagnosticThrottle(parameters.safety.diagnostics_period)
+        self.executor_choice = declare_choice(self, "executor", "native", EXECUTORS, EXECUTOR_DESCRIPTION)
+        self.native_ticks = 0  # ticks the C loop ran to their end
+        self._native = self._native_loop(parameters)
         self.loop = WaitSetLoop(self, Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS, self._on_commands,
-                                self._deadline, self._on_deadline, SERVICE_POLL_PERIOD_S, at_deadline=True)
+                                self._deadline, self._on_deadline, SERVICE_POLL_PERIOD_S, at_deadline=True,
+                                serve=self._serve_native if self._native is not None else None)
+        if self._native is not None:
+            self._native_limits = native_driver.DriverSchedule(
+                self.period, self.command.timeout, parameters.limits.actuator_force_max, self.plant.lower,
+                self.plant.upper, self.steps_per_tick)
+
+    def _native_loop(self, parameters: HexapodParameters):
+        """The C loop's function when it can serve this driver (native_driver.py's module doc), else None."""
+        if self.executor_choice != "native":
+            return None
+        why = None
+        if self.drive is not None:
+            why = f"board {self.board_kind}"
+        elif self.injection is not None:
+            why = "faults injected"
+        elif self.plant.plant.compiled is None or not self.plant.plant.ideal_sensor:
+            why = "the plant has no C step with an ideal sensor (hexapod.simulation)"
+        function = native_driver.build() if why is None else why
+        if isinstance(function, str):
+            self.get_logger().warning(f"ticks run in Python, not by the rcl loop in C: {function}")
+            return None
+        return function
 
     def _deadline(self) -> float:
         """When the next tick is due: a board paced by its own clock is always due once it samples
@@ -344,6 +393,66 @@ class FakeDriverNode(HexapodNode):
             response.message, response.success = f"reset refused by the board: {error}", False
         self.get_logger().warning(f"~/reset: {response.message}")
         return response
+
+    # -------------------------------------------------------------- the rcl loop in C
+    def _serve_native(self, until: float, poll: float) -> bool:
+        """Run the ticks in C until ``poll`` or until one needs Python (native_driver.py); False when
+        the plant cannot be stepped there now (the wait-set loop then sleeps to ``until``)."""
+        state = self.plant.compiled_state()
+        if state is None:
+            return False
+        if not isinstance(self._native, native_driver.DriverLoop):
+            self._native = native_driver.DriverLoop(
+                self._native, self.context, self.loop.subscription, self.state_publisher,
+                self._state_writer.template, self._state_writer.offsets, self.plant.plant.compiled)
+        held = self.command.held
+        self._ros_time_at(time.monotonic())  # the clocks' offset, fresh when its reads were close
+        ticked = self._native.run(self.timing.deadline, poll, self._clock_offset, self._native_limits,
+                                  native_driver.PlantState(*state),
+                                  None if held is None else native_driver.Held(*held))
+        self.timing.ticked(ticked.starts, ticked.deadline)
+        plant = ticked.plant
+        self.plant.resume_compiled(plant.q, plant.qd, plant.phi, plant.warm, plant.applied, plant.last_start,
+                                   ticked.steps)
+        self.command.held_elsewhere(ticked.received, None if ticked.held is None else
+                                    (ticked.held.forces, ticked.held.arrival), ticked.steps > 0)
+        if ticked.oversized:
+            self.command.received += ticked.oversized
+            self.command.rejected += ticked.oversized
+            self.get_logger().warning(f"rejecting {ticked.oversized} effort command(s) of over "
+                                      f"{native_driver.PENDING_BYTES} bytes, not applied", throttle_duration_sec=1.0)
+        self.window_states += ticked.ticks
+        self.window_commands += ticked.commands
+        if self.timing_log.path:
+            for column, values in (("state_stamps", ticked.stamps), ("state_publications", ticked.publications),
+                                   ("command_takes", ticked.takes), ("command_arrivals", ticked.arrivals),
+                                   ("command_sources", ticked.sources)):
+                self.timing_log.columns[column].extend(values.tolist())
+        if ticked.reason == "rest":
+            self.native_ticks += ticked.ticks - 1
+            self._finish_tick(ticked)
+        else:
+            self.native_ticks += ticked.ticks
+            if ticked.ticks:
+                self._report(time.monotonic(), True)
+        return True  # "late": the wait-set loop runs that tick; "shutdown": it ends
+
+    def _finish_tick(self, ticked: native_driver.Ticked) -> None:
+        """The rest of a tick the C loop published and took for: as _plant_tick from its take on."""
+        taken = ticked.taken
+        for data, arrived in ticked.pending:
+            try:
+                message = deserialize_message(data, Float64MultiArray)
+            except Exception as error:  # noqa: BLE001 - any bytes rclpy cannot read are rejected
+                self.command.received += 1
+                self.command.rejected += 1
+                self.get_logger().warning(f"rejecting effort command, not applied: unreadable: {error}",
+                                          throttle_duration_sec=1.0)
+                continue
+            self._receive(message.data, arrived)
+        forces, commanded = self.command.forces(taken)
+        self.plant.advance(forces, ticked.steps_left)
+        self._report(taken, commanded)
 
     # -------------------------------------------------------------- commands
     def _on_commands(self, messages: list[Float64MultiArray], infos: list[dict]) -> None:
@@ -464,6 +573,7 @@ class FakeDriverNode(HexapodNode):
             "loop_overruns": self.timing.overruns,
             **self.timing.summary(),
             "commands_per_state": self.window_commands / self.window_states if self.window_states else math.nan,
+            "native_ticks": self.native_ticks,
         }
         if self.injection is not None:
             values["commands_lost_injected"] = self.injection.lost

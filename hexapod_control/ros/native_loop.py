@@ -60,28 +60,38 @@ def rcl_compile_command(source: Path, library: Path | str, prefix: Path) -> list
             *(f"-l{name}" for name in RCL_LIBRARIES), f"-Wl,-rpath,{prefix / 'lib'}", "-o", str(library)]
 
 
-def loop_constants(source: Path = SOURCE) -> dict[str, int]:
-    """The ``#define LOOP_* n`` and ``STEP_* n`` constants of the C file."""
+def loop_constants(source: Path = SOURCE, prefixes: tuple[str, ...] = ("LOOP", "STEP")) -> dict[str, int]:
+    """The ``#define <PREFIX>_* n`` constants of a C file, for each of ``prefixes``."""
     text = source.read_text(encoding="utf-8")
-    return {name: int(value) for name, value in re.findall(r"^#define ((?:LOOP|STEP)_\w+) \(?(-?\d+)\)?", text, re.M)}
+    pattern = rf"^#define ((?:{'|'.join(prefixes)})_\w+) \(?(-?\d+)\)?"
+    return {name: int(value) for name, value in re.findall(pattern, text, re.M)}
 
 
-def build(cache: Path | None = None):
-    """The C loop's function, compiled (once per source, prefix and compiler) and loaded; or why not (a str)."""
+def compile_library(source: Path, cache: Path | None = None) -> ctypes.CDLL | str:
+    """A C file against rcl (``source``), compiled once per source, prefix and compiler into the cache
+    and loaded; or why not (a str)."""
     prefix = rcl_prefix()
     if prefix is None:
         return "no rcl headers in this environment or on AMENT_PREFIX_PATH"
     cache = cache or compiled.cache_directory()
     if cache is None:
         return "no writable cache directory"
-    key = hashlib.sha256(SOURCE.read_bytes() + str(prefix).encode() + shlex.join(compiled.default_compiler()).encode())
+    key = hashlib.sha256(source.read_bytes() + str(prefix).encode() + shlex.join(compiled.default_compiler()).encode())
     key = key.hexdigest()[:16]
-    library = cache / f"libhexapod_rcl_loop-{key}.so"
+    library = cache / f"libhexapod_{source.stem}-{key}.so"
     try:
-        compiled.compile_into(library, lambda output: rcl_compile_command(SOURCE, output, prefix))
+        compiled.compile_into(library, lambda output: rcl_compile_command(source, output, prefix))
     except (CompilationError, OSError) as error:
-        return f"{SOURCE.name} not compiled: {error}"
-    function = ctypes.CDLL(str(library)).hexapod_rcl_loop
+        return f"{source.name} not compiled: {error}"
+    return ctypes.CDLL(str(library))
+
+
+def build(cache: Path | None = None):
+    """The C loop's function, compiled (compile_library) and loaded; or why not (a str)."""
+    library = compile_library(SOURCE, cache)
+    if isinstance(library, str):
+        return library
+    function = library.hexapod_rcl_loop
     function.restype = ctypes.c_int
     function.argtypes = [ctypes.c_void_p] * 5 + [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_void_p,
                                                  ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_size_t]

@@ -71,7 +71,8 @@ class WaitSetLoop:
     ``serve(until, poll)``: asked before each wait whether the owner serves the subscription itself
     until the monotonic time ``until`` (the next deadline or poll, whichever comes first; ``poll``:
     the next poll) or until it needs this loop (the robot stack's rcl loop in C,
-    ros/native_loop.py); it returns True when it did, False to let this loop wait.
+    ros/native_loop.py; with ``at_deadline``, the deadlines' work too: the fake driver's ticks in
+    C, ros/native_driver.py); it returns True when it did, False to let this loop wait.
     """
 
     def __init__(self, node, message_type, topic: str, qos, on_messages: Callable[[list, list], None],
@@ -109,9 +110,11 @@ class WaitSetLoop:
                         poll(executor, now + self.poll_budget)
                         next_poll = now + self.poll_period
                     wait_until = min(self.deadline(), next_poll)
-                    if self.at_deadline:
+                    if self.serve is not None and self.serve(wait_until, next_poll):
+                        pass
+                    elif self.at_deadline:
                         time.sleep(max(wait_until - time.monotonic(), 0.0))
-                    elif self.serve is None or not self.serve(wait_until, next_poll):
+                    else:
                         wait_set.clear_entities()
                         wait_set.add_subscription(subscription.handle)
                         wait_set.wait(max(int((wait_until - time.monotonic()) * NANOSECONDS), 0))

@@ -168,6 +168,10 @@ class JointStateWriter:
         if not layout.info["position"] == layout.info["velocity"] == layout.info["effort"] == joints:
             raise ValueError(f"the template's position, velocity and effort must each hold {joints} values")
         self._encoder = TemplateEncoder(template, layout, ("stamp",), ("position", "velocity", "effort"))
+        self.template = bytes(template)
+        # Where a writer in C puts the stamp and the numbers (ros/native_driver.py).
+        self.offsets = {"stamp": layout.times["stamp"],
+                        **{name: layout.float64[name][0] for name in ("position", "velocity", "effort")}}
 
     def message(self, stamp_nanoseconds: int, positions, velocities, efforts) -> bytes:
         """The serialized message stamped ``stamp_nanoseconds`` (ROS time) with these values."""
