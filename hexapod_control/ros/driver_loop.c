@@ -10,8 +10,8 @@
  *   - the context is no longer valid (Ctrl-C): DRIVER_SHUTDOWN;
  *   - a tick ends at or after DRIVER_IO_RETURN_AT (the executor's poll and the diagnostics, then
  *     in the gap before the next tick): DRIVER_DUE;
- *   - it wakes a whole period or more after a deadline: DRIVER_LATE, and Python runs that tick
- *     (its overruns) before anything is published;
+ *   - it wakes a whole period or more after a deadline and a step of the ticks it missed is
+ *     Python's (below): DRIVER_LATE, and Python runs that tick before anything is published;
  *   - a tick needs Python after its take: a command this file does not read (another layout or
  *     length, a non-finite value: Python judges and counts it), no command held or the one held
  *     timed out (Python's command hold counts the timeout and applies zero), a plant step the C
@@ -69,7 +69,8 @@ typedef int (*plant_step_fn)(const double *q, const double *qd, const double *fo
 #define DRIVER_IO_TAKEN 19            /* out, monotonic [s]: when the tick Python finishes took */
 #define DRIVER_IO_STEPS_LEFT 20       /* out: the plant steps that tick has left */
 #define DRIVER_IO_OVERSIZED 21        /* out: commands larger than `pending`: never applied, counted rejected */
-#define DRIVER_IO_SIZE 22
+#define DRIVER_IO_OVERRUNS 22         /* out: ticks skipped because a tick started a period or more late */
+#define DRIVER_IO_SIZE 23
 
 /* The plant's state: q, q_d, phi, the C step's warm start, the forces acting (saturated), the held
  * command (as received), and q at the start of the last step done (the end stops' fallback). */
@@ -158,6 +159,14 @@ static int keep_pending(const rcl_serialized_message_t *message, double arrived,
     return 1;
 }
 
+/* a // b of Python's floats (a >= 0, b > 0): TickSchedule.begin's count of missed ticks. */
+static double floor_divide(double a, double b)
+{
+    const double quotient = (a - fmod(a, b)) / b;
+    const double whole = floor(quotient);
+    return quotient - whole > 0.5 ? whole + 1.0 : whole;
+}
+
 /* Write the state into the template and publish it; its stamp is `stamp` [ns, ROS time]. */
 static int publish_state(rcl_publisher_t *publisher, rcl_serialized_message_t *state, const int64_t *layout,
                          const double *plant, int64_t stamp)
@@ -172,16 +181,16 @@ static int publish_state(rcl_publisher_t *publisher, rcl_serialized_message_t *s
     return rcl_publish_serialized_message(publisher, state, NULL) == RCL_RET_OK;
 }
 
-/* Step the plant `steps` times under the held command, saturated; the steps done (fewer when one
- * is Python's: the C step did not finish it, or it ended past an end stop). `out_layout`: where
- * the step's output holds q, q_d, phi and the warm start (DRIVER_OUT_*). */
+/* Step the plant `steps` times under `command` [N], saturated; the steps done (fewer when one is
+ * Python's: the C step did not finish it, or it ended past an end stop). `out_layout`: where the
+ * step's output holds q, q_d, phi and the warm start (DRIVER_OUT_*). */
 static int step_plant(plant_step_fn plant_step, void *const *constants, const int64_t *out_layout, double *plant,
-                      const double *io, int steps)
+                      const double *io, const double *command, int steps)
 {
     double forces[6], out[DRIVER_PLANT_OUT];
     const double limit = io[DRIVER_IO_FORCE_MAX];
     for (int j = 0; j < 6; ++j) {
-        forces[j] = fmin(fmax(plant[DRIVER_PLANT_HELD + j], -limit), limit);
+        forces[j] = fmin(fmax(command[j], -limit), limit);
     }
     for (int done = 0; done < steps; ++done) {
         if (plant_step(plant + DRIVER_PLANT_Q, plant + DRIVER_PLANT_QD, forces, plant + DRIVER_PLANT_WARM,
@@ -240,15 +249,27 @@ int hexapod_driver_loop(rcl_context_t *context, rcl_subscription_t *subscription
             }
             continue; /* a signal (Ctrl-C) wakes it early: the context is checked again */
         }
-        if (now - deadline >= period) {
-            result = DRIVER_LATE;
-            break;
+        /* The tick: as fake_driver.py's _plant_tick. One that starts a whole period or more late
+         * skips the ticks it missed (TickSchedule.begin), and the plant goes on through their steps
+         * under the forces it had; when one of those steps is Python's, Python runs the tick. */
+        const double missed = floor_divide(now - deadline, period);
+        if (missed > 0.0) {
+            double before[DRIVER_PLANT_SIZE];
+            memcpy(before, plant, sizeof before);
+            const int steps = (int)missed * steps_per_tick;
+            if (step_plant(plant_step, constants, out_layout, plant, io, before + DRIVER_PLANT_APPLIED, steps) < steps) {
+                memcpy(plant, before, sizeof before);
+                result = DRIVER_LATE;
+                break;
+            }
+            io[DRIVER_IO_PLANT_STEPS] += steps;
+            io[DRIVER_IO_OVERRUNS] += missed;
         }
-        /* The tick: as fake_driver.py's _plant_tick. */
-        io[DRIVER_IO_DEADLINE] = deadline + period;
+        const double next = deadline + (missed + 1.0) * period;
+        io[DRIVER_IO_DEADLINE] = next;
         io[DRIVER_IO_TICKS] += 1.0;
         /* The scheduled time as TickSchedule.scheduled computes it, rounded as Python's round(). */
-        const int64_t stamp = (int64_t)nearbyint(((deadline + period) - period) * 1e9) + offset;
+        const int64_t stamp = (int64_t)nearbyint((next - period) * 1e9) + offset;
         if (!publish_state(publisher, &state, message_layout, plant, stamp)) {
             break;
         }
@@ -295,7 +316,8 @@ int hexapod_driver_loop(rcl_context_t *context, rcl_subscription_t *subscription
         }
         const int held = io[DRIVER_IO_HELD] != 0.0 && taken - io[DRIVER_IO_HELD_ARRIVAL] <= io[DRIVER_IO_TIMEOUT];
         const int stepped = io[DRIVER_IO_PENDING_COUNT] == 0.0 && held
-                                ? step_plant(plant_step, constants, out_layout, plant, io, steps_per_tick)
+                                ? step_plant(plant_step, constants, out_layout, plant, io,
+                                             plant + DRIVER_PLANT_HELD, steps_per_tick)
                                 : 0;
         io[DRIVER_IO_PLANT_STEPS] += stepped;
         if (stepped < steps_per_tick) {

@@ -63,8 +63,8 @@ Ticks in C. With ``executor:=native`` (the default) the ticks run in an rcl loop
 command is held and the plant moves freely (:mod:`hexapod_control.ros.native_driver`): the same
 order, the same plant step, no Python per tick. Every other tick is the Python tick above: before
 the first command and after a timeout, on an end stop, at a command the C loop leaves to Python
-(another layout, a rejected one), a tick that starts a period late; and every tick on a board or
-with injected faults. The executor's poll and the diagnostics run right after a tick, in the gap
+(another layout, a rejected one), a late tick when a step of the ticks it skipped is Python's;
+and every tick on a board or with injected faults. The executor's poll and the diagnostics run right after a tick, in the gap
 before the next. ``executor:=wait_set``: the Python ticks only. /diagnostics counts the ticks run
 in C as ``native_ticks``.
 
@@ -220,11 +220,12 @@ class TickSchedule:
         self.ticks += 1
         return missed + 1
 
-    def ticked(self, starts: np.ndarray, deadline: float) -> None:
-        """Ticks begun elsewhere (the loop in C, ros/native_driver.py) at ``starts``, on time; the next
-        one is due at ``deadline``."""
+    def ticked(self, starts: np.ndarray, overruns: int, deadline: float) -> None:
+        """Ticks begun elsewhere (the loop in C, ros/native_driver.py) at ``starts``, having skipped
+        ``overruns``; the next one is due at ``deadline``."""
         self.starts.extend(starts.tolist())
         self.ticks += len(starts)
+        self.overruns += overruns
         self.deadline = deadline
 
     @property
@@ -410,7 +411,7 @@ class FakeDriverNode(HexapodNode):
         ticked = self._native.run(self.timing.deadline, poll, self._clock_offset, self._native_limits,
                                   native_driver.PlantState(*state),
                                   None if held is None else native_driver.Held(*held))
-        self.timing.ticked(ticked.starts, ticked.deadline)
+        self.timing.ticked(ticked.starts, ticked.overruns, ticked.deadline)
         plant = ticked.plant
         self.plant.resume_compiled(plant.q, plant.qd, plant.phi, plant.warm, plant.applied, plant.last_start,
                                    ticked.steps)

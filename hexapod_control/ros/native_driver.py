@@ -6,9 +6,9 @@ driver needed a whole core and overran its ticks, so the driver, not the stack u
 the benchmark's limits (doc/benchmarks.md). While a valid command is held and the plant moves
 freely, this loop runs the ticks in C, in the Python tick's order, with the same plant step
 (hexapod_plant_step of the generated library). Everything else stays the Python tick's: no command
-yet or a timed-out one, a command another than six finite values with an empty layout, an end stop,
-a plant step the C step does not finish, a tick that starts a period late, and the driver's boards
-and injected faults, which never run here. The executor's poll and the diagnostics run between
+yet or a timed-out one, a command other than six finite values with an empty layout, an end stop,
+a plant step the C step does not finish (also in the ticks a late tick skipped), and the driver's
+boards and injected faults, which never run here. The executor's poll and the diagnostics run between
 the ticks when due, right after one (:meth:`DriverLoop.run`).
 
 driver_loop.c is compiled at first use against this environment's rcl, as rcl_loop.c is
@@ -99,6 +99,7 @@ class Ticked:
     reason: str  # "shutdown", "due", "late", "rest", "log_full"
     deadline: float  # the next tick's (monotonic)
     ticks: int  # begun here (the last one Python finishes when ``reason`` is "rest")
+    overruns: int  # ticks skipped because one began a period or more late
     received: int  # valid commands read and held here
     commands: int  # commands taken, read here or handed to Python
     oversized: int  # commands too large to hand to Python: never applied
@@ -153,7 +154,7 @@ class DriverLoop:
         self.pending = np.zeros(PENDING_BYTES, dtype=np.uint8)
         self._outputs = [self.io_index[name] for name in (
             "ticks", "received", "commands", "plant_steps", "tick_log", "command_log", "pending_count", "taken",
-            "steps_left", "oversized")]
+            "steps_left", "oversized", "overruns")]
 
     def _set_plant(self, state: PlantState, held: Held | None) -> None:
         plant, index = self.plant, self.plant_index
@@ -209,7 +210,8 @@ class DriverLoop:
             held_out = Held(self.plant[self.plant_index["held"]:self.plant_index["held"] + 6].copy(),
                             float(io[index["held_arrival"]]))
         return Ticked(
-            self.codes[code], float(io[index["deadline"]]), int(io[index["ticks"]]), int(io[index["received"]]),
+            self.codes[code], float(io[index["deadline"]]), int(io[index["ticks"]]), int(io[index["overruns"]]),
+            int(io[index["received"]]),
             int(io[index["commands"]]), int(io[index["oversized"]]), int(io[index["plant_steps"]]),
             self._plant_state(), held_out, ticks[:, 0].copy(), ticks[:, 1].copy(), ticks[:, 2].copy(),
             ticks[:, 3].copy(), commands[:, 0].copy(), commands[:, 1].copy(), pending, float(io[index["taken"]]),
