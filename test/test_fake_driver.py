@@ -470,23 +470,29 @@ def test_every_state_is_the_plant_stepped_under_the_effort_it_reports(listener):
                                   Float64MultiArray(data=lift))
         sent += 1
 
-    timer = listener.node.create_timer(1.0 / LIFT_RATE, send)
-    try:
-        with Starver(listener.driver.process.pid, STARVE_S, STARVE_EVERY_S):
-            end = time.monotonic() + LIFT_S
-            listener.wait(lambda: time.monotonic() > end, "the lifting commands sent", LIFT_S + DELIVERY_TIMEOUT_S)
-    finally:
-        listener.node.destroy_timer(timer)
-    rejected = (sent + ODD_EVERY - 1) // (2 * ODD_EVERY)  # the NaN commands: the first odd one, then every other
-
     def counted():
         values = listener.latest_values()
         return (int(values["commands_received"]) - int(before["commands_received"]) == sent
                 and int(values["command_timeouts"]) > int(before["command_timeouts"]))
 
-    listener.wait(counted, f"the {sent} commands and the timeout after them counted in the diagnostics")
+    with Starver(listener.driver.process.pid, STARVE_S, STARVE_EVERY_S):
+        timer = listener.node.create_timer(1.0 / LIFT_RATE, send)
+        try:
+            end = time.monotonic() + LIFT_S
+            listener.wait(lambda: time.monotonic() > end, "the lifting commands sent", LIFT_S + DELIVERY_TIMEOUT_S)
+        finally:
+            listener.node.destroy_timer(timer)
+        rejected = (sent + ODD_EVERY - 1) // (2 * ODD_EVERY)  # the NaN commands: the first odd one, then every other
+        listener.wait(counted, f"the {sent} commands and the timeout after them counted in the diagnostics")
+        # Late ticks go on while the platform, without a command, falls back onto its stops.
+        back = listener.first_state_from(start, lambda state: state[1] == (STOP,) * 6 and state[3] == (0.0,) * 6
+                                         and state[0] > listener.states[start][0] + LIFT_S,
+                                         "the platform back on its stops")
+    listener.wait(lambda: listener.diagnostics[-1][0] > listener.states[back][0], "a report after that")
     after = listener.latest_values()
     assert int(after["commands_rejected"]) - int(before["commands_rejected"]) == rejected
+    # One timeout: the late ticks without a command counted none.
+    assert int(after["command_timeouts"]) - int(before["command_timeouts"]) == 1
 
     states = listener.states[start:]
     plant = EndStopPlant(EmbeddedSimulator(parameters), parameters.limits)

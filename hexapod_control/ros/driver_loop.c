@@ -70,7 +70,8 @@ typedef int (*plant_step_fn)(const double *q, const double *qd, const double *fo
 #define DRIVER_IO_STEPS_LEFT 20       /* out: the plant steps that tick has left */
 #define DRIVER_IO_OVERSIZED 21        /* out: commands larger than `pending`: never applied, counted rejected */
 #define DRIVER_IO_OVERRUNS 22         /* out: ticks skipped because a tick started a period or more late */
-#define DRIVER_IO_SIZE 23
+#define DRIVER_IO_HELD_TICKS 23       /* out: ticks that stepped the plant under the held command */
+#define DRIVER_IO_SIZE 24
 
 /* The plant's state: q, q_d, phi, the C step's warm start, the forces acting (saturated), the held
  * command (as received), and q at the start of the last step done (the end stops' fallback). */
@@ -320,6 +321,7 @@ int hexapod_driver_loop(rcl_context_t *context, rcl_subscription_t *subscription
                                              plant + DRIVER_PLANT_HELD, steps_per_tick)
                                 : 0;
         io[DRIVER_IO_PLANT_STEPS] += stepped;
+        io[DRIVER_IO_HELD_TICKS] += stepped > 0;
         if (stepped < steps_per_tick) {
             io[DRIVER_IO_STEPS_LEFT] = steps_per_tick - stepped;
             result = DRIVER_REST;

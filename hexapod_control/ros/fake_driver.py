@@ -416,7 +416,7 @@ class FakeDriverNode(HexapodNode):
         self.plant.resume_compiled(plant.q, plant.qd, plant.phi, plant.warm, plant.applied, plant.last_start,
                                    ticked.steps)
         self.command.held_elsewhere(ticked.received, None if ticked.held is None else
-                                    (ticked.held.forces, ticked.held.arrival), ticked.steps > 0)
+                                    (ticked.held.forces, ticked.held.arrival), ticked.held_ticks > 0)
         if ticked.oversized:
             self.command.received += ticked.oversized
             self.command.rejected += ticked.oversized

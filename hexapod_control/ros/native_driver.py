@@ -104,6 +104,7 @@ class Ticked:
     commands: int  # commands taken, read here or handed to Python
     oversized: int  # commands too large to hand to Python: never applied
     steps: int  # plant steps done here
+    held_ticks: int  # ticks that stepped the plant under the held command
     plant: PlantState
     held: Held | None
     starts: np.ndarray  # monotonic start of each tick
@@ -154,7 +155,7 @@ class DriverLoop:
         self.pending = np.zeros(PENDING_BYTES, dtype=np.uint8)
         self._outputs = [self.io_index[name] for name in (
             "ticks", "received", "commands", "plant_steps", "tick_log", "command_log", "pending_count", "taken",
-            "steps_left", "oversized", "overruns")]
+            "steps_left", "oversized", "overruns", "held_ticks")]
 
     def _set_plant(self, state: PlantState, held: Held | None) -> None:
         plant, index = self.plant, self.plant_index
@@ -213,6 +214,7 @@ class DriverLoop:
             self.codes[code], float(io[index["deadline"]]), int(io[index["ticks"]]), int(io[index["overruns"]]),
             int(io[index["received"]]),
             int(io[index["commands"]]), int(io[index["oversized"]]), int(io[index["plant_steps"]]),
+            int(io[index["held_ticks"]]),
             self._plant_state(), held_out, ticks[:, 0].copy(), ticks[:, 1].copy(), ticks[:, 2].copy(),
             ticks[:, 3].copy(), commands[:, 0].copy(), commands[:, 1].copy(), pending, float(io[index["taken"]]),
             int(io[index["steps_left"]]))
