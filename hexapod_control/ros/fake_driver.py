@@ -119,6 +119,7 @@ from collections import deque
 
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.serialization import deserialize_message, serialize_message
 from rclpy.time import Time
 from sensor_msgs.msg import JointState
@@ -407,7 +408,7 @@ class FakeDriverNode(HexapodNode):
                 self._native, self.context, self.loop.subscription, self.state_publisher,
                 self._state_writer.template, self._state_writer.offsets, self.plant.plant.compiled)
         held = self.command.held
-        self._ros_time_at(time.monotonic())  # the clocks' offset, fresh when its reads were close
+        self._update_clock_offset()
         ticked = self._native.run(self.timing.deadline, poll, self._clock_offset, self._native_limits,
                                   native_driver.PlantState(*state),
                                   None if held is None else native_driver.Held(*held))
@@ -428,7 +429,7 @@ class FakeDriverNode(HexapodNode):
             for column, values in (("state_stamps", ticked.stamps), ("state_publications", ticked.publications),
                                    ("command_takes", ticked.takes), ("command_arrivals", ticked.arrivals),
                                    ("command_sources", ticked.sources)):
-                self.timing_log.columns[column].extend(values.tolist())
+                self.timing_log.extend(column, values.tolist())
         if ticked.reason == "rest":
             self.native_ticks += ticked.ticks - 1
             self._finish_tick(ticked)
@@ -444,7 +445,7 @@ class FakeDriverNode(HexapodNode):
         for data, arrived in ticked.pending:
             try:
                 message = deserialize_message(data, Float64MultiArray)
-            except Exception as error:  # noqa: BLE001 - any bytes rclpy cannot read are rejected
+            except _rclpy.RMWError as error:  # bytes that are no Float64MultiArray
                 self.command.received += 1
                 self.command.rejected += 1
                 self.get_logger().warning(f"rejecting effort command, not applied: unreadable: {error}",
@@ -538,14 +539,19 @@ class FakeDriverNode(HexapodNode):
             self.timing_log.record("state_publications", time.time())
 
     def _ros_time_at(self, monotonic: float) -> Time:
-        """The ROS time at a past ``time.monotonic()`` instant, through the clocks' offset. The offset
-        is taken from two reads close together: a preemption between them would shift the stamps."""
+        """The ROS time at a past ``time.monotonic()`` instant, through the clocks' offset."""
+        clock_type = self._update_clock_offset()
+        return Time(nanoseconds=round(monotonic * 1e9) + self._clock_offset, clock_type=clock_type)
+
+    def _update_clock_offset(self):
+        """Take the offset [ns] of the ROS time from ``time.monotonic()`` afresh when two reads come close
+        together (a preemption between them would shift the stamps); return the ROS clock's type."""
         before = time.monotonic()
         now = self.get_clock().now()
         after = time.monotonic()
         if self._clock_offset is None or after - before < CLOCK_READ_BRACKET_S:
             self._clock_offset = now.nanoseconds - round(0.5 * (before + after) * 1e9)
-        return Time(nanoseconds=round(monotonic * 1e9) + self._clock_offset, clock_type=now.clock_type)
+        return now.clock_type
 
     def _report(self, now: float, commanded: bool) -> None:
         drive = self.drive

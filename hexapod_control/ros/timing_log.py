@@ -30,6 +30,10 @@ class TimingLog:
         if self.path:
             self.columns[column].append(value)
 
+    def extend(self, column: str, values: list[float]) -> None:
+        if self.path:
+            self.columns[column].extend(values)
+
     def save(self) -> None:
         if self.path:
             np.savez(self.path, **{name: np.array(values, dtype=float) for name, values in self.columns.items()})
