@@ -64,9 +64,9 @@ command is held and the plant moves freely (:mod:`hexapod_control.ros.native_dri
 order, the same plant step, no Python per tick. Every other tick is the Python tick above: before
 the first command and after a timeout, on an end stop, at a command the C loop leaves to Python
 (another layout, a rejected one), a late tick when a step of the ticks it skipped is Python's;
-and every tick on a board or with injected faults. The executor's poll and the diagnostics run right after a tick, in the gap
-before the next. ``executor:=wait_set``: the Python ticks only. /diagnostics counts the ticks run
-in C as ``native_ticks``.
+and every tick on a board or with injected faults. The executor's poll and the diagnostics run
+right after a tick, in the gap before the next. ``executor:=wait_set``: the Python ticks only.
+/diagnostics counts the ticks run in C as ``native_ticks``.
 
 Injected faults (for tests and benchmarks of a controller; default none). ``inject_extra_ticks``
 N: each command is taken 0..N ticks later than it would be, drawn per command but never before
@@ -357,16 +357,12 @@ class FakeDriverNode(HexapodNode):
 
     def _native_loop(self, parameters: HexapodParameters):
         """The C loop's function when it can serve this driver (native_driver.py's module doc), else None."""
-        if self.executor_choice != "native":
+        if self.executor_choice != "native" or self.drive is not None or self.injection is not None:
             return None
-        why = None
-        if self.drive is not None:
-            why = f"board {self.board_kind}"
-        elif self.injection is not None:
-            why = "faults injected"
-        elif self.plant.plant.compiled is None or not self.plant.plant.ideal_sensor:
-            why = "the plant has no C step with an ideal sensor (hexapod.simulation)"
-        function = native_driver.build() if why is None else why
+        if self.plant.plant.compiled is None or not self.plant.plant.ideal_sensor:
+            function = "the plant has no C step with an ideal sensor (hexapod.simulation)"
+        else:
+            function = native_driver.build()
         if isinstance(function, str):
             self.get_logger().warning(f"ticks run in Python, not by the rcl loop in C: {function}")
             return None

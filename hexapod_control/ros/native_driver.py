@@ -1,15 +1,15 @@
 """The fake driver's ticks served by an rcl loop in C while a controller commands it (driver_loop.c).
 
-Why. A Python tick (publish the state, take the commands, step the plant) costs a tenth of a core
-at 1 kHz, most of it in the objects around the plant's C step and the message; at 4 kHz the
-driver needed a whole core and overran its ticks, so the driver, not the stack under test, set
-the benchmark's limits (doc/benchmarks.md). While a valid command is held and the plant moves
-freely, this loop runs the ticks in C, in the Python tick's order, with the same plant step
-(hexapod_plant_step of the generated library). Everything else stays the Python tick's: no command
-yet or a timed-out one, a command other than six finite values with an empty layout, an end stop,
-a plant step the C step does not finish (also in the ticks a late tick skipped), and the driver's
-boards and injected faults, which never run here. The executor's poll and the diagnostics run between
-the ticks when due, right after one (:meth:`DriverLoop.run`).
+Why. Most of a Python tick (publish the state, take the commands, step the plant) goes to the
+objects around the plant's C step and the message; at the higher rates the driver overran its
+ticks, so the driver, not the stack under test, set the benchmark's limits (doc/benchmarks.md).
+While a valid command is held and the plant moves freely, this loop runs the ticks in C, in the
+Python tick's order, with the same plant step (hexapod_plant_step of the generated library).
+Everything else stays the Python tick's: no command yet or a timed-out one, a command other than
+six finite values with an empty layout, an end stop, a plant step the C step does not finish
+(also in the ticks a late tick skipped), and the driver's boards and injected faults, which never
+run here. The executor's poll and the diagnostics run between the ticks when due, right after
+one (:meth:`DriverLoop.run`).
 
 driver_loop.c is compiled at first use against this environment's rcl, as rcl_loop.c is
 (:func:`hexapod_control.ros.native_loop.compile_library`); without it the driver runs its Python
@@ -126,7 +126,7 @@ class DriverLoop:
     def __init__(self, function, context, subscription, publisher, template: bytes, offsets: dict[str, int],
                  plant_step):
         """``template``, ``offsets``: a serialized JointState of the joints and where its stamp,
-        position, velocity and effort are (JointStateWriter.native_layout); ``plant_step``: the
+        position, velocity and effort are (JointStateWriter.template and .offsets); ``plant_step``: the
         plant's CompiledPlantStep."""
         self.function = function
         self.context, self.subscription, self.publisher = context, subscription, publisher
