@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hexapod_control.ros.native_loop import compile_library, loop_constants
+from hexapod_control.ros.native_loop import compiled_function, loop_constants
 
 SOURCE = Path(__file__).with_name("driver_loop.c")
 TICK_ENTRIES = 256  # ticks logged between two returns at most (the loop returns when full)
@@ -38,25 +38,14 @@ def build(cache: Path | None = None):
     """The C loop's function, compiled and loaded; or why not (a str)."""
     if sys.byteorder != "little":
         return "the C loop writes the little-endian CDR of this host's doubles"
-    library = compile_library(SOURCE, cache)
-    if isinstance(library, str):
-        return library
-    function = library.hexapod_driver_loop
-    function.restype = ctypes.c_int
-    function.argtypes = [ctypes.c_void_p] * 9 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p,
-                                                 ctypes.c_long, ctypes.c_void_p, ctypes.c_size_t]
-    return function
+    return compiled_function(SOURCE, "hexapod_driver_loop", [ctypes.c_void_p] * 10 + [
+        ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_size_t], cache)
 
 
 def command_reader(cache: Path | None = None):
     """``hexapod_driver_command_forces(data, size, forces)`` of the C loop, for the tests; or why not (a str)."""
-    library = compile_library(SOURCE, cache)
-    if isinstance(library, str):
-        return library
-    function = library.hexapod_driver_command_forces
-    function.restype = ctypes.c_int
-    function.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p]
-    return function
+    return compiled_function(SOURCE, "hexapod_driver_command_forces",
+                             [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p], cache)
 
 
 @dataclass

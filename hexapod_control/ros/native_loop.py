@@ -86,16 +86,23 @@ def compile_library(source: Path, cache: Path | None = None) -> ctypes.CDLL | st
     return ctypes.CDLL(str(library))
 
 
-def build(cache: Path | None = None):
-    """The C loop's function, compiled (compile_library) and loaded; or why not (a str)."""
-    library = compile_library(SOURCE, cache)
+def compiled_function(source: Path, name: str, argtypes: list, cache: Path | None = None):
+    """The int function ``name`` of ``source`` compiled (compile_library) and loaded, with its argument
+    types; or why not (a str)."""
+    library = compile_library(source, cache)
     if isinstance(library, str):
         return library
-    function = library.hexapod_rcl_loop
+    function = getattr(library, name)
     function.restype = ctypes.c_int
-    function.argtypes = [ctypes.c_void_p] * 5 + [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_void_p,
-                                                 ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_size_t]
+    function.argtypes = argtypes
     return function
+
+
+def build(cache: Path | None = None):
+    """The C loop's function, compiled and loaded; or why not (a str)."""
+    return compiled_function(SOURCE, "hexapod_rcl_loop", [ctypes.c_void_p] * 5 + [
+        ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
+        ctypes.c_void_p, ctypes.c_size_t], cache)
 
 
 @dataclass
