@@ -92,8 +92,8 @@ setup(
     name=PACKAGE_NAME,
     version="0.1.0",
     packages=find_packages(exclude=["test", "test.*"]),
-    # The generated C (the fallback compiles it) and the robot stack's rcl loop, compiled at first use
-    # against the rcl it runs with (ros/native_loop.py).
+    # The generated C (the fallback compiles it) and the rcl loops of the robot stack and the fake
+    # driver, compiled at first use against the rcl they run with (ros/native_loop.py).
     package_data={PACKAGE_NAME: ["model/generated/*.c", "ros/rcl_loop.c", "ros/driver_loop.c"]},
     ext_modules=[native_library()],
     cmdclass={"build_ext": BuildNativeLibrary},
