@@ -101,7 +101,7 @@ typedef int (*plant_step_fn)(const double *q, const double *qd, const double *fo
 #define DRIVER_TICK_ENTRY 4    /* tick log: start (monotonic), stamp, publication, take (ROS time) [s] */
 #define DRIVER_COMMAND_ENTRY 2 /* command log: DDS reception and source timestamps [s] (NaN: none) */
 #define DRIVER_TAKES 16        /* commands taken at one tick at most; the rest wait for the next */
-#define DRIVER_PLANT_OUT 64    /* doubles the plant step writes, at most (checked by native_driver.py) */
+#define DRIVER_STEP_OUT_SIZE 64 /* doubles the plant step writes, at most (checked by native_driver.py) */
 #define NANOSECONDS 1000000000LL
 
 /* Float64MultiArray in little-endian CDR: encapsulation, the layout's dim count and data_offset,
@@ -188,7 +188,7 @@ static int publish_state(rcl_publisher_t *publisher, rcl_serialized_message_t *s
 static int step_plant(plant_step_fn plant_step, void *const *constants, const int64_t *out_layout, double *plant,
                       const double *io, const double *command, int steps)
 {
-    double forces[6], out[DRIVER_PLANT_OUT];
+    double forces[6], out[DRIVER_STEP_OUT_SIZE];
     const double limit = io[DRIVER_IO_FORCE_MAX];
     for (int j = 0; j < 6; ++j) {
         forces[j] = fmin(fmax(command[j], -limit), limit);

@@ -346,16 +346,17 @@ class FakeDriverNode(HexapodNode):
         self._throttle = DiagnosticThrottle(parameters.safety.diagnostics_period)
         self.executor_choice = declare_choice(self, "executor", "native", EXECUTORS, EXECUTOR_DESCRIPTION)
         self.native_ticks = 0  # ticks the C loop ran to their end
-        self._native = self._native_loop(parameters)
+        function = self._native_function()
         self.loop = WaitSetLoop(self, Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS, self._on_commands,
                                 self._deadline, self._on_deadline, SERVICE_POLL_PERIOD_S, at_deadline=True,
-                                serve=self._serve_native if self._native is not None else None)
-        if self._native is not None:
-            self._native_limits = native_driver.DriverSchedule(
+                                serve=self._serve_native if function is not None else None)
+        self._native = None if function is None else native_driver.DriverLoop(
+            function, self.context, self.loop.subscription, self.state_publisher, self._state_writer.template,
+            self._state_writer.offsets, self.plant.plant.compiled, native_driver.DriverSchedule(
                 self.period, self.command.timeout, parameters.limits.actuator_force_max, self.plant.lower,
-                self.plant.upper, self.steps_per_tick)
+                self.plant.upper, self.steps_per_tick))
 
-    def _native_loop(self, parameters: HexapodParameters):
+    def _native_function(self):
         """The C loop's function when it can serve this driver (native_driver.py's module doc), else None."""
         if self.executor_choice != "native" or self.drive is not None or self.injection is not None:
             return None
@@ -399,14 +400,9 @@ class FakeDriverNode(HexapodNode):
         state = self.plant.compiled_state()
         if state is None:
             return False
-        if not isinstance(self._native, native_driver.DriverLoop):
-            self._native = native_driver.DriverLoop(
-                self._native, self.context, self.loop.subscription, self.state_publisher,
-                self._state_writer.template, self._state_writer.offsets, self.plant.plant.compiled)
         held = self.command.held
         self._update_clock_offset()
-        ticked = self._native.run(self.timing.deadline, poll, self._clock_offset, self._native_limits,
-                                  native_driver.PlantState(*state),
+        ticked = self._native.run(self.timing.deadline, poll, self._clock_offset, native_driver.PlantState(*state),
                                   None if held is None else native_driver.Held(*held))
         self.timing.ticked(ticked.starts, ticked.overruns, ticked.deadline)
         plant = ticked.plant

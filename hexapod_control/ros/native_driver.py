@@ -32,6 +32,7 @@ TICK_ENTRIES = 256  # ticks logged between two returns at most (the loop returns
 COMMAND_ENTRIES = 1024  # commands logged between two returns at most
 PENDING_BYTES = 1 << 20  # commands handed to Python at one return (a six-force command: 68 B)
 OUT_FIELDS = ("q", "qd", "phi", "state")  # the plant step's outputs the loop reads, DRIVER_OUT_* order
+PLANT_FIELDS = ("q", "qd", "phi", "warm", "applied", "last_start")  # PlantState's, in the plant array
 
 
 def build(cache: Path | None = None):
@@ -113,17 +114,19 @@ class DriverLoop:
     REASONS = ("shutdown", "due", "late", "rest", "log_full")
 
     def __init__(self, function, context, subscription, publisher, template: bytes, offsets: dict[str, int],
-                 plant_step):
+                 plant_step, schedule: DriverSchedule):
         """``template``, ``offsets``: a serialized JointState of the joints and where its stamp,
         position, velocity and effort are (JointStateWriter.template and .offsets); ``plant_step``: the
-        plant's CompiledPlantStep."""
+        plant's CompiledPlantStep; ``schedule``: the driver's period and limits, fixed for its life."""
         self.function = function
         self.context, self.subscription, self.publisher = context, subscription, publisher
         names = loop_constants(SOURCE, ("DRIVER",))
         self.io_index = {name[len("DRIVER_IO_"):].lower(): value for name, value in names.items()
                          if name.startswith("DRIVER_IO_") and name != "DRIVER_IO_SIZE"}
-        self.plant_index = {name[len("DRIVER_PLANT_"):].lower(): value for name, value in names.items()
-                            if name.startswith("DRIVER_PLANT_")}
+        # Each field of the plant array runs to the next one's offset (DRIVER_PLANT_SIZE ends the last).
+        starts = sorted((value, name[len("DRIVER_PLANT_"):].lower()) for name, value in names.items()
+                        if name.startswith("DRIVER_PLANT_"))
+        self.plant_fields = {name: slice(start, stop) for (start, name), (stop, _) in zip(starts, starts[1:])}
         self.codes = {names[f"DRIVER_{reason.upper()}"]: reason for reason in self.REASONS}
         self.io = np.zeros(names["DRIVER_IO_SIZE"])
         self.plant = np.zeros(names["DRIVER_PLANT_SIZE"])
@@ -131,8 +134,8 @@ class DriverLoop:
         self.message_layout = np.array([offsets[name] for name in ("stamp", "position", "velocity", "effort")]
                                        + [len(template)], dtype=np.int64)
         outputs = plant_step.library.outputs
-        if max(item.stop for item in outputs.values()) > names["DRIVER_PLANT_OUT"]:
-            raise ValueError(f"the plant step writes more than {SOURCE.name}'s DRIVER_PLANT_OUT doubles")
+        if max(item.stop for item in outputs.values()) > names["DRIVER_STEP_OUT_SIZE"]:
+            raise ValueError(f"the plant step writes more than {SOURCE.name}'s DRIVER_STEP_OUT_SIZE doubles")
         if outputs["state"].stop - outputs["state"].start < names["DRIVER_WARM_SIZE"]:
             raise ValueError(f"the plant step's warm start is shorter than {SOURCE.name}'s DRIVER_WARM_SIZE")
         self.out_layout = np.array([outputs[name].start for name in OUT_FIELDS], dtype=np.int64)
@@ -145,34 +148,30 @@ class DriverLoop:
         self._outputs = [self.io_index[name] for name in (
             "ticks", "received", "commands", "plant_steps", "tick_log", "command_log", "pending_count", "taken",
             "steps_left", "oversized", "overruns", "held_ticks")]
+        for name in ("period", "timeout", "force_max", "lower", "upper", "steps_per_tick"):
+            self.io[self.io_index[name]] = getattr(schedule, name)
 
     def _set_plant(self, state: PlantState, held: Held | None) -> None:
-        plant, index = self.plant, self.plant_index
-        for name in ("q", "qd", "phi", "warm", "applied", "last_start"):
-            value = np.asarray(getattr(state, name), dtype=float)
-            plant[index[name]:index[name] + value.size] = value
+        plant, fields = self.plant, self.plant_fields
+        for name in PLANT_FIELDS:
+            plant[fields[name]] = getattr(state, name)
         if held is not None:
-            plant[index["held"]:index["held"] + 6] = held.forces
+            plant[fields["held"]] = held.forces
 
     def _plant_state(self) -> PlantState:
-        plant, index = self.plant, self.plant_index
-        sizes = {"q": 6, "qd": 6, "phi": 3, "warm": 18, "applied": 6, "last_start": 6}
-        return PlantState(**{name: plant[index[name]:index[name] + size].copy() for name, size in sizes.items()})
+        return PlantState(**{name: self.plant[self.plant_fields[name]].copy() for name in PLANT_FIELDS})
 
-    def run(self, deadline: float, return_at: float, clock_offset: int, schedule: DriverSchedule,
-            plant: PlantState, held: Held | None) -> Ticked:
+    def run(self, deadline: float, return_at: float, clock_offset: int, plant: PlantState,
+            held: Held | None) -> Ticked:
         """Run ticks from the one due at ``deadline`` (monotonic) until Python is needed (module doc),
         at the latest after the first tick that ends at or after ``return_at`` (monotonic).
         ``clock_offset`` [ns]: ROS time - monotonic time, for the stamps."""
         io, index = self.io, self.io_index
         io[self._outputs] = 0.0
         seconds, nanoseconds = divmod(clock_offset, 1_000_000_000)
-        for name, value in (("deadline", deadline), ("period", schedule.period), ("return_at", return_at),
-                            ("offset_seconds", seconds), ("offset_nanoseconds", nanoseconds),
-                            ("timeout", schedule.timeout), ("force_max", schedule.force_max),
-                            ("lower", schedule.lower), ("upper", schedule.upper),
-                            ("steps_per_tick", schedule.steps_per_tick),
-                            ("held", held is not None), ("held_arrival", held.arrival if held else 0.0)):
+        for name, value in (("deadline", deadline), ("return_at", return_at), ("offset_seconds", seconds),
+                            ("offset_nanoseconds", nanoseconds), ("held", held is not None),
+                            ("held_arrival", held.arrival if held else 0.0)):
             io[index[name]] = value
         self._set_plant(plant, held)
         with self.context.handle, self.subscription.handle, self.publisher.handle:
@@ -197,8 +196,7 @@ class DriverLoop:
             at += 16 + size
         held_out = None
         if io[index["held"]]:
-            held_out = Held(self.plant[self.plant_index["held"]:self.plant_index["held"] + 6].copy(),
-                            float(io[index["held_arrival"]]))
+            held_out = Held(self.plant[self.plant_fields["held"]].copy(), float(io[index["held_arrival"]]))
         return Ticked(
             self.codes[code], float(io[index["deadline"]]), int(io[index["ticks"]]), int(io[index["overruns"]]),
             int(io[index["received"]]),
