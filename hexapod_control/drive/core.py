@@ -99,6 +99,12 @@ class CommandHold:
             raise
         self._latest = (forces, now)
 
+    def refuse(self, count: int = 1) -> None:
+        """Count ``count`` commands refused before their values could be read (unreadable bytes, too
+        large to hand over): received and rejected, never held."""
+        self.received += count
+        self.rejected += count
+
     @property
     def held(self) -> tuple[np.ndarray, float] | None:
         """The latest valid command and its arrival, or None."""

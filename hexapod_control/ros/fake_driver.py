@@ -411,8 +411,7 @@ class FakeDriverNode(HexapodNode):
         self.command.held_elsewhere(ticked.received, None if ticked.held is None else
                                     (ticked.held.forces, ticked.held.arrival), ticked.held_ticks > 0)
         if ticked.oversized:
-            self.command.received += ticked.oversized
-            self.command.rejected += ticked.oversized
+            self.command.refuse(ticked.oversized)
             self.get_logger().warning(f"rejecting {ticked.oversized} effort command(s) of over "
                                       f"{native_driver.PENDING_BYTES} bytes, not applied", throttle_duration_sec=1.0)
         self.window_states += ticked.ticks
@@ -438,8 +437,7 @@ class FakeDriverNode(HexapodNode):
             try:
                 message = deserialize_message(data, Float64MultiArray)
             except _rclpy.RMWError as error:  # bytes that are no Float64MultiArray
-                self.command.received += 1
-                self.command.rejected += 1
+                self.command.refuse()
                 self.get_logger().warning(f"rejecting effort command, not applied: unreadable: {error}",
                                           throttle_duration_sec=1.0)
                 continue
