@@ -28,6 +28,7 @@ HOME_Q = np.full(6, PARAMETERS.home_actuator_position)
 HOLD_LIMIT = min(SAFETY.hold_force_max, LIMITS.actuator_force_max)
 # The largest step between two states 1 ms apart that the motion check takes, by the rule table's
 # formula: plausible_speed_factor x actuator_speed_max x dt + plausible_step_margin.
+ALWAYS_DUE_PERIOD_S = 1e-9  # a timer due again as soon as it ran
 STEP_BOUND = SAFETY.plausible_speed_factor * LIMITS.actuator_speed_max * PERIOD + SAFETY.plausible_step_margin
 
 
@@ -349,3 +350,18 @@ def test_a_poll_starts_no_callback_after_its_budget():
     assert poll(FloodedExecutor(ready=3, cost=cost, clock=clock), clock() + budget, clock) == 3  # a quiet queue empties
     # A poll that starts late (a loaded machine) still serves one callback.
     assert poll(FloodedExecutor(ready=5, cost=cost, clock=clock), clock() - budget, clock) == 1
+
+
+def test_each_poll_runs_what_is_ready_after_one_stopped_by_its_budget(context, executor):
+    """rclpy's executor keeps the generator of its last wait between calls; after a poll that stopped
+    at its first callback, the next call only ends that generator. Every poll still runs one of the
+    callbacks ready (two timers always due here), none comes back empty."""
+    from rclpy.node import Node
+
+    node = Node("hexapod_poll_test", context=context)
+    executor.add_node(node)
+    calls = []
+    for name in ("a", "b"):
+        node.create_timer(ALWAYS_DUE_PERIOD_S, lambda name=name: calls.append(name))
+    ran = [poll(executor, -math.inf) for _ in range(6)]  # a budget spent before it starts: one callback each
+    assert ran == [1] * 6 and len(calls) == 6

@@ -147,12 +147,20 @@ def poll(executor: Executor, budget_end: float, clock: Callable[[], float] = tim
     """Run the callbacks the executor has ready now, without waiting: the first one always, no further
     one after ``budget_end`` (on ``clock``), so that a loaded machine still serves one per poll;
     returns how many ran."""
-    ran = 0
+    ran, waited_anew = 0, False
     while ran == 0 or clock() < budget_end:
         try:
             handler, _entity, _node = executor.wait_for_ready_callbacks(timeout_sec=0.0)
-        except (TimeoutException, ShutdownException, ExternalShutdownException):
-            return ran  # nothing ready; or shutting down, which ends the loop
+        except TimeoutException:
+            # rclpy keeps the generator of its last wait between calls: after a poll that stopped at
+            # a callback, the next call only ends that generator, with this exception and no new
+            # wait. The call after it waits anew.
+            if ran or waited_anew:
+                return ran
+            waited_anew = True
+            continue
+        except (ShutdownException, ExternalShutdownException):
+            return ran  # shutting down, which ends the loop
         handler()
         ran += 1
         exception = handler.exception()
