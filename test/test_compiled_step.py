@@ -63,6 +63,7 @@ class TwinLoops:
         assert (compiled.diagnostic is None) == (python.diagnostic is None)
         if python.diagnostic is not None:
             assert compiled.diagnostic.message == python.diagnostic.message
+            assert_same_status(compiled.diagnostic.values, python.diagnostic.values, stamp)
         self.actions.append((python.decision.action, python.decision.reason))
         return python
 
@@ -107,6 +108,17 @@ class TwinLoops:
             assert law_a.updated_at == law_b.updated_at
             if law_a.name == "double_loop":
                 np.testing.assert_allclose(law_a.integral, law_b.integral, rtol=0, atol=TOLERANCE)
+
+
+def assert_same_status(compiled: dict, python: dict, stamp: float) -> None:
+    """The values of two diagnostics statuses alike, the compiled step's count of its answers aside."""
+    assert compiled.keys() == python.keys(), stamp
+    for key in compiled.keys() - {"compiled_answers"}:
+        a, b = compiled[key], python[key]
+        if isinstance(b, (float, np.ndarray)) or (isinstance(b, list) and b and isinstance(b[0], float)):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=TOLERANCE, err_msg=f"{key} at {stamp}")
+        else:
+            assert a == b, f"{key} at {stamp}: {a!r} != {b!r}"
 
 
 def run(controller: str, scenario, steps: int = STEPS, jitter: float = 0.0, loops=TwinLoops,

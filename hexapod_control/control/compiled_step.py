@@ -316,6 +316,15 @@ class CompiledStep:
         if self.owned:
             self._pack_reference()
 
+    def joint_state_rate(self) -> float:
+        """The supervisor's ``joint_state_rate``, read from ``memory`` while the step owns the state,
+        so that a diagnostics status does not cost a release and a retake of all of it."""
+        if not self.owned:
+            return self.supervisor.joint_state_rate
+        period = stamp_period.StampPeriod(self.supervisor.joint_state_period.window)
+        _unpack_window(self._view("rate"), period, control_step.RATE_WINDOW)
+        return 1.0 / period.median(math.nan)
+
     def release(self) -> None:
         """Write ``memory`` back into the Python objects, which become the state of record again."""
         if not self.owned:

@@ -543,8 +543,9 @@ class ControlLoop:
         return DiagnosticStatus(level, message, self.status_values())
 
     def status_values(self) -> dict[str, Any]:
-        self.synchronize()  # the rate and the controller's state, as the Python objects hold them
+        # While the compiled step owns the state, only the rate is not mirrored in the Python objects.
         supervisor, decision = self.supervisor, self.last_decision
+        rate = supervisor.joint_state_rate if self._step is None else self._step.joint_state_rate()
         control = decision.control if decision is not None else None
         return {
             "state": supervisor.state.value,
@@ -558,7 +559,7 @@ class ControlLoop:
             "position_error_norm": control.position_error_norm if control is not None else math.nan,
             "orientation_error_norm": control.orientation_error_norm if control is not None else math.nan,
             "jacobian_conditioning": control.jacobian_conditioning if control is not None else math.nan,
-            "joint_state_rate": supervisor.joint_state_rate,
+            "joint_state_rate": rate,
             "invalid_joint_states": supervisor.invalid_joint_states,
             "repeated_joint_states": supervisor.repeated_joint_states,
             "invalid_references": supervisor.invalid_references,
