@@ -37,3 +37,15 @@ def test_the_window_reports_and_starts_again():
     assert report["latency_p99"] == pytest.approx(99.01e-3)
     assert report["latency_max"] == pytest.approx(100e-3)
     assert all(math.isnan(v) for v in window.report().values())  # the next window is empty
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7, 100, 201])
+def test_the_windows_percentiles_are_numpys(count):
+    """The report's order statistics against NumPy's median and default percentile, on random latencies."""
+    latencies = np.random.default_rng(count).exponential(2e-4, count)
+    window = LatencyWindow()
+    window.extend(latencies.tolist())
+    report = window.report()
+    assert report["latency_median"] == pytest.approx(np.median(latencies), rel=1e-12)
+    assert report["latency_p99"] == pytest.approx(np.percentile(latencies, 99.0), rel=1e-12)
+    assert report["latency_max"] == latencies.max()

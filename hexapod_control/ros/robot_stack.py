@@ -57,6 +57,8 @@ import math
 import time
 from collections.abc import Iterator
 
+import numpy as np
+
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.experimental import EventsExecutor
@@ -238,17 +240,18 @@ class RobotStackNode(ControllerNode):
         stamp = self.supervisor.feedback.stamp
         self.command_publisher.publish(self.control.command_bytes)
         self.commands_published += 1
-        self._log_answer(stamp, time.time())
+        self._log_answers(np.array([[stamp, time.time()]]))
         self.control.published(stamp, seconds(self))
         self._after_answer_in_step(stamp, self._serialized_at)
 
-    def _log_answer(self, stamp: float, published: float) -> None:
-        """An answer of the compiled step to the state stamped ``stamp``, published at the wall time
-        ``published``: in the timing log and the latencies."""
-        self.timing_log.record("answer_stamps", stamp)
-        self.timing_log.record("publish_times", published)
+    def _log_answers(self, log: np.ndarray) -> None:
+        """Answers of the compiled step, one row each (the answered stamp, the wall time it was
+        published, as RclLoop's log): in the timing log and the latencies, one call per column."""
+        stamps, published = log[:, 0], log[:, 1]
+        self.timing_log.extend("answer_stamps", stamps.tolist())
+        self.timing_log.extend("publish_times", published.tolist())
         if self._wall_clock:
-            self.latencies.add(published - stamp)
+            self.latencies.extend((published - stamps).tolist())
 
     def _after_answer_in_step(self, stamp: float, now: float) -> None:
         """The diagnostics status and the decimated outputs after an answer of the compiled step."""
@@ -282,8 +285,7 @@ class RobotStackNode(ControllerNode):
                                  served.taken_steady, served.last_answered)
         self.commands_published += served.answers
         self.rcl_loop_answers += served.answers
-        for stamp, published in served.log.tolist():
-            self._log_answer(stamp, published)
+        self._log_answers(served.log)
         if served.reason == "answered":
             self._after_answer_in_step(served.last_answered, served.taken_now)
         elif served.reason == "pending":

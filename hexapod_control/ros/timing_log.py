@@ -48,11 +48,23 @@ class LatencyWindow:
     def add(self, latency: float) -> None:
         self._values.append(latency)
 
+    def extend(self, latencies: list[float]) -> None:
+        self._values.extend(latencies)
+
     def report(self) -> dict[str, float]:
-        """{latency_median, latency_p99, latency_max} [s] of the window (NaN when empty); starts a new one."""
-        values, self._values = self._values, []
-        if not values:
+        """{latency_median, latency_p99, latency_max} [s] of the window (NaN when empty); starts a new one.
+        The percentiles interpolate linearly between the order statistics, as NumPy's default, on one
+        sort of a plain list: a loop's status pays a few hundred values, not NumPy's dispatch."""
+        ordered, self._values = sorted(self._values), []
+        if not ordered:
             return {"latency_median": math.nan, "latency_p99": math.nan, "latency_max": math.nan}
-        array = np.array(values)
-        return {"latency_median": float(np.median(array)), "latency_p99": float(np.percentile(array, PERCENTILE)),
-                "latency_max": float(array.max())}
+        return {"latency_median": _quantile(ordered, 0.5), "latency_p99": _quantile(ordered, PERCENTILE / 100.0),
+                "latency_max": ordered[-1]}
+
+
+def _quantile(ordered: list[float], fraction: float) -> float:
+    """The ``fraction`` quantile of sorted values, linearly interpolated (NumPy's default method)."""
+    position = (len(ordered) - 1) * fraction
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
