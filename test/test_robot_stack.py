@@ -15,6 +15,7 @@ pytest.importorskip("rclpy")
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
+from rcl_interfaces.srv import GetParameters
 from rclpy.parameter import Parameter
 from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, spin_until
 from rosgraph_msgs.msg import Clock
@@ -30,7 +31,7 @@ from hexapod_control.model.parameters import default_parameters_path
 from hexapod_control.model.rotations import angular_velocity_from_euler_rates
 from hexapod_control.ros import native_loop
 from hexapod_control.ros.common import RELIABLE_QOS, set_time
-from hexapod_control.ros.robot_stack import RobotStackNode
+from hexapod_control.ros.robot_stack import WATCHED_POLL_PERIOD_S, RobotStackNode
 
 PARAMETERS = load_parameters()
 DURATION_S = 1.0  # 1000 joint states: the 6.5 ramp has begun to move the platform
@@ -186,6 +187,8 @@ def test_the_stack_tracks_in_one_process_and_publishes_decimated(context, execut
 # of the rule table applies as shipped.
 LOCKSTEP_WALL_CLOCK = {"joint_state_timeout": 1.0, "max_feedback_age": 30.0}
 NATIVE_STEPS = 1500  # 1.5 s: the rate known, the arming ramp (0.5 s), then tracking served in C
+ASK_AT_STEP = 1000  # a parameter request then
+REQUEST_ANSWERED_WITHIN_STATES = round(WATCHED_POLL_PERIOD_S * 1000 / 10)
 # Measured 1.37e-4 m at most over the run; about 3x. Larger than POSITION_ERROR_BOUND_M: the stamps
 # are behind the clock, so the delay compensation predicts over the states' age (up to its longest
 # delay), periods this lockstep driver, which applies each command at once, does not have.
@@ -208,14 +211,26 @@ def test_the_rcl_loop_in_c_answers_every_state_while_tracking(context, executor,
     driver.offset = time.time() - NATIVE_STEPS * plant.dt
     own_loops.append(OwnLoop(node, context))
     executor.add_node(driver_node)
+    parameters = driver_node.create_client(GetParameters, f"/{node.get_name()}/get_parameters")
     spin_until(executor, lambda: driver.publisher.get_subscription_count() >= 1
-               and node.command_publisher.get_subscription_count() >= 1, DISCOVERY_TIMEOUT_S, "discovery")
-    for _ in range(NATIVE_STEPS):
+               and node.command_publisher.get_subscription_count() >= 1 and parameters.service_is_ready(),
+               DISCOVERY_TIMEOUT_S, "discovery")
+    request = None
+    for k in range(NATIVE_STEPS):
         driver.step(executor)
+        if k == ASK_AT_STEP:  # tracking in C by then
+            request, asked_at = parameters.call_async(GetParameters.Request(names=["controller"])), len(driver.commands)
+        elif request is not None and request.done() and "answered_at" not in locals():
+            answered_at = len(driver.commands)
     spin_until(executor, lambda: len(driver.poses) >= NATIVE_STEPS / 1000 * PUBLISH_RATE_HZ - 2,
                DELIVERY_TIMEOUT_S, "the decimated outputs")
     own_loops[-1].stop()
     assert len(driver.commands) == NATIVE_STEPS  # every joint state answered once
+    # The request woke the loop in C, which answered it within a few states, not at its next blind
+    # poll of the executor (WATCHED_POLL_PERIOD_S of states later).
+    assert request.result().values[0].string_value == "computed_torque"
+    assert answered_at - asked_at < REQUEST_ANSWERED_WITHIN_STATES, (asked_at, answered_at)
+    assert node.loop.polls_requested > 0
     assert node.supervisor.state.value == "armed" and node.supervisor.faults == 0, node.supervisor.reason
     # Once the rate is known and the ramp decided, the loop in C answered nearly every state, the arming
     # ramp's included (the Python objects answered the first states, and a state now and then that

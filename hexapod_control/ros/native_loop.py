@@ -10,7 +10,10 @@ in the joint states long enough for the watchdogs to look (while states come, th
 rejects a stale one itself), a message the compiled step does not finish, and the work that
 follows an answer now and then (the executor's poll, a diagnostics status, the decimated outputs,
 a law status that is not ok): right after an answer, so that the Python runs in the gap before
-the next state instead of holding one up. What it counted and logged meanwhile is handed over then
+the next state instead of holding one up. Its wait also watches the node's entities that the
+executor runs (:meth:`WaitSetLoop.executor_entities`) and returns when one is ready, so that a service
+request waits for no blind poll of the executor, and the blind poll, a costly rebuild of rclpy's wait
+set, is rare while it serves. What it counted and logged meanwhile is handed over then
 (:meth:`RclLoop.run`).
 
 The C file is compiled at first use against this environment's rcl (the PyPI wheels' headers, or
@@ -21,6 +24,7 @@ layout is read from the C file's ``#define LOOP_*`` lines, its one source.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -34,6 +38,7 @@ import numpy as np
 
 from hexapod_control.errors import CompilationError
 from hexapod_control.model import compiled
+from hexapod_control.ros.wait_set_loop import WATCHED_KINDS, ExecutorEntities
 
 SOURCE = Path(__file__).with_name("rcl_loop.c")
 RCL_LIBRARIES = ("rcl", "rmw", "rcutils")
@@ -102,14 +107,14 @@ def build(cache: Path | None = None):
     """The C loop's function, compiled and loaded; or why not (a str)."""
     return compiled_function(SOURCE, "hexapod_rcl_loop", [ctypes.c_void_p] * 5 + [
         ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
-        ctypes.c_void_p, ctypes.c_size_t], cache)
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p], cache)
 
 
 @dataclass
 class Served:
     """What one run of the C loop did and left to Python."""
 
-    reason: str  # "deadline", "pending", "answered", "log_full"
+    reason: str  # "deadline", "pending", "answered", "log_full", "executor"
     answers: int
     taken: int  # superseded states it judged valid
     repeated: int
@@ -124,24 +129,27 @@ class Served:
     pending_answer: bool  # it was to be answered (the others after it were taken with it)
     pending_now: float
     pending_steady: float
+    executor_ready: bool  # a watched entity was ready: the executor has work
 
 
 class RclLoop:
     """The C loop over one subscription and one publisher of a node, around a compiled step."""
 
-    REASONS = ("deadline", "pending", "answered", "log_full")
+    REASONS = ("deadline", "pending", "answered", "log_full", "executor")
 
     def __init__(self, function, context, subscription, publisher, step):
         self.function = function
         self.context, self.subscription, self.publisher = context, subscription, publisher
         self.step = step
-        names = loop_constants()
+        names = loop_constants(prefixes=("LOOP", "STEP", "WATCHED"))
         self.io_index = {name[len("LOOP_IO_"):].lower(): value for name, value in names.items()
                          if name.startswith("LOOP_IO_") and name != "LOOP_IO_SIZE"}
         statuses = step.library.statuses
         if (names["STEP_TAKEN"], names["STEP_REPEATED"], names["STEP_CONTROL"]) != tuple(
                 statuses.index(name) for name in ("taken", "repeated", "control")):
             raise ValueError(f"{SOURCE.name}'s step statuses differ from the library's {statuses}")
+        if [names[f"WATCHED_{kind.upper()}"] for kind in WATCHED_KINDS] != list(range(names["WATCHED_KINDS"])):
+            raise ValueError(f"{SOURCE.name}'s watched kinds are not in the order {WATCHED_KINDS}")
         self.codes = {names[f"LOOP_{reason.upper()}"]: reason for reason in self.REASONS}
         self._deadline_code = names["LOOP_DEADLINE"]
         self.io = np.zeros(names["LOOP_IO_SIZE"])
@@ -152,14 +160,28 @@ class RclLoop:
         self._outputs = [self.io_index[name] for name in (
             "answers", "taken", "repeated", "superseded", "message_now", "taken_now", "taken_steady", "log_count",
             "pending_count", "pending_status", "pending_answer", "pending_now", "pending_steady",
-            "last_answered")]
+            "last_answered", "executor_ready")]
+        self._watched = None
+        self._watched_pointers = (ctypes.c_void_p * 0)()
+        self._watched_counts = np.zeros(len(WATCHED_KINDS), dtype=ctypes.c_long)
+
+    def _watch(self, watched: ExecutorEntities) -> None:
+        """The pointer and count arrays of the watched entities, rebuilt when they change."""
+        if watched == self._watched:
+            return
+        kinds = watched.by_kind()
+        pointers = [entity.handle.pointer for entities in kinds for entity in entities]
+        self._watched_pointers = (ctypes.c_void_p * len(pointers))(*pointers)
+        self._watched_counts[:] = [len(entities) for entities in kinds]
+        self._watched = watched
 
     def run(self, deadline: float, quiet: float, poll_due: float, diagnostic_due: float, publication_due: float,
-            return_after: int) -> Served:
+            return_after: int, watched: ExecutorEntities = ExecutorEntities()) -> Served:
         """Serve the subscription until ``deadline`` (monotonic), or ``quiet`` seconds without a message,
         or until Python is needed (module doc). ``poll_due`` (monotonic), ``diagnostic_due`` (ROS
         time) and ``publication_due`` (a stamp): an answer at or past them returns;
-        ``return_after``: return after that many answers (0: not for that)."""
+        ``return_after``: return after that many answers (0: not for that); ``watched``: the entities
+        whose readiness returns (``Served.executor_ready``)."""
         io, index = self.io, self.io_index
         io[self._outputs] = 0.0
         for name in ("message_now", "taken_now", "taken_steady", "last_answered"):
@@ -168,11 +190,16 @@ class RclLoop:
         io[index["diagnostic_due"]] = diagnostic_due
         io[index["publication_due"]], io[index["return_after"]] = publication_due, return_after
         step = self.step
-        with self.context.handle, self.subscription.handle, self.publisher.handle:
+        self._watch(watched)
+        with self.context.handle, self.subscription.handle, self.publisher.handle, contextlib.ExitStack() as handles:
+            for entities in watched.by_kind():  # valid while the wait holds them, as in rclpy's executors
+                for entity in entities:
+                    handles.enter_context(entity.handle)
             code = self.function(self.context.handle.pointer, self.subscription.handle.pointer,
                                  self.publisher.handle.pointer, step.message_address, step.published_address,
                                  step.message_arrays, step.command_length, io.ctypes.data, self.log.ctypes.data,
-                                 LOG_ENTRIES, self.pending.ctypes.data, PENDING_BYTES)
+                                 LOG_ENTRIES, self.pending.ctypes.data, PENDING_BYTES, self._watched_pointers,
+                                 self._watched_counts.ctypes.data)
         if code not in self.codes:
             if not self.context.ok():  # shut down under it (Ctrl-C): nothing is left to serve
                 code = self._deadline_code
@@ -191,4 +218,4 @@ class RclLoop:
             float(io[index["taken_steady"]]), float(io[index["last_answered"]]),
             self.log[: logged * self.entry].reshape(logged, self.entry).copy(), pending,
             int(io[index["pending_status"]]), bool(io[index["pending_answer"]]), float(io[index["pending_now"]]),
-            float(io[index["pending_steady"]]))
+            float(io[index["pending_steady"]]), bool(io[index["executor_ready"]]))

@@ -5,8 +5,12 @@
  * publisher (from rclpy). It waits on the subscription alone, takes every waiting message serialized,
  * judges all but the newest and answers the newest through hexapod_step_message (the compiled step,
  * codegen/control_step.py, whose address it is given), publishes the command's bytes and tells the
- * step when (hexapod_step_published). It returns to Python, which does the rest as the wait-set loop
- * does, when:
+ * step when (hexapod_step_published). The same wait watches the node's other entities that the
+ * executor runs (its subscriptions, timers, clients and services, given as `watched`; not its guard
+ * conditions, whose trigger a wait takes, so that the executor would miss it): it takes nothing from
+ * them, but one that is ready ends the wait, so that a request is served at once instead of at a
+ * blind poll of the executor. It returns to Python, which does the rest as the
+ * wait-set loop does, when:
  *   - the monotonic deadline passes, or no message came for LOOP_IO_QUIET seconds (the watchdogs'
  *     turn: while states come, the step itself rejects a stale one): LOOP_DEADLINE;
  *   - a message is one the compiled step does not finish (another layout, no reference knot, any
@@ -16,7 +20,9 @@
  *     status due, a decimated publication due, the law's status not ok, the answers Python asked to
  *     see): LOOP_ANSWERED. Returning right after an answer puts that work in the gap before the
  *     next state, where it delays none; the deadline is only the fallback when no answer comes.
- *   - the log of answers is full: LOOP_LOG_FULL.
+ *   - the log of answers is full: LOOP_LOG_FULL;
+ *   - a watched entity is ready, after the states taken at that wake are served: LOOP_EXECUTOR
+ *     (LOOP_IO_EXECUTOR_READY is set whenever one was, whatever the return).
  * The io array (LOOP_IO_* below, ros/native_loop.py) carries the deadlines in, and the counts, the
  * last state taken and the log of answers out. It never allocates per message once warm.
  */
@@ -42,6 +48,7 @@ typedef int (*step_published_fn)(double *memory, const double *settings, double 
 #define LOOP_PENDING 1
 #define LOOP_ANSWERED 2
 #define LOOP_LOG_FULL 3
+#define LOOP_EXECUTOR 4
 #define LOOP_ERROR (-1)
 
 /* The io array: inputs first (set by Python), then outputs (reset by Python before each call). */
@@ -66,7 +73,15 @@ typedef int (*step_published_fn)(double *memory, const double *settings, double 
 #define LOOP_IO_LAST_ANSWERED 18     /* stamp of the last answer [s] */
 #define LOOP_IO_QUIET 19             /* [s] without a message after which to return (the watchdog's turn) */
 #define LOOP_IO_POLL_DUE 20          /* monotonic [s]: an answer at or after it returns (the executor's poll) */
-#define LOOP_IO_SIZE 21
+#define LOOP_IO_EXECUTOR_READY 21    /* 1: a watched entity was ready */
+#define LOOP_IO_SIZE 22
+
+/* The watched entities' kinds, in the order of `watched` and `watched_counts`. */
+#define WATCHED_SUBSCRIPTIONS 0
+#define WATCHED_TIMERS 1
+#define WATCHED_CLIENTS 2
+#define WATCHED_SERVICES 3
+#define WATCHED_KINDS 4
 
 #define LOOP_LOG_ENTRY 2 /* answered stamp, publication time (ROS time: the wall clock) */
 #define LOOP_MESSAGES 16 /* messages taken at one wake at most; the rest wait for the next */
@@ -96,14 +111,54 @@ static int keep_pending(const rcl_serialized_message_t *messages, int first, int
     return 1;
 }
 
+/* Add the watched entities (after the loop's own subscription, index 0); 0 when rcl refuses one. */
+static int add_watched(rcl_wait_set_t *wait_set, void *const *watched, const long *counts)
+{
+    long at = 0;
+    for (long k = 0; k < counts[WATCHED_SUBSCRIPTIONS]; ++k, ++at) {
+        if (rcl_wait_set_add_subscription(wait_set, watched[at], NULL) != RCL_RET_OK) return 0;
+    }
+    for (long k = 0; k < counts[WATCHED_TIMERS]; ++k, ++at) {
+        if (rcl_wait_set_add_timer(wait_set, watched[at], NULL) != RCL_RET_OK) return 0;
+    }
+    for (long k = 0; k < counts[WATCHED_CLIENTS]; ++k, ++at) {
+        if (rcl_wait_set_add_client(wait_set, watched[at], NULL) != RCL_RET_OK) return 0;
+    }
+    for (long k = 0; k < counts[WATCHED_SERVICES]; ++k, ++at) {
+        if (rcl_wait_set_add_service(wait_set, watched[at], NULL) != RCL_RET_OK) return 0;
+    }
+    return 1;
+}
+
+/* Whether rcl_wait found a watched entity ready (it leaves the others NULL). */
+static int watched_ready(const rcl_wait_set_t *wait_set)
+{
+    for (size_t k = 1; k < wait_set->size_of_subscriptions; ++k) {
+        if (wait_set->subscriptions[k] != NULL) return 1;
+    }
+    for (size_t k = 0; k < wait_set->size_of_timers; ++k) {
+        if (wait_set->timers[k] != NULL) return 1;
+    }
+    for (size_t k = 0; k < wait_set->size_of_clients; ++k) {
+        if (wait_set->clients[k] != NULL) return 1;
+    }
+    for (size_t k = 0; k < wait_set->size_of_services; ++k) {
+        if (wait_set->services[k] != NULL) return 1;
+    }
+    return 0;
+}
+
 int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, rcl_publisher_t *publisher,
                      step_message_fn step_message, step_published_fn step_published, void *const *arrays,
                      size_t command_length, double *io, double *log, long log_capacity, unsigned char *pending,
-                     size_t pending_capacity)
+                     size_t pending_capacity, void *const *watched, const long *watched_counts)
 {
     rcutils_allocator_t allocator = rcutils_get_default_allocator();
     rcl_wait_set_t wait_set = rcl_get_zero_initialized_wait_set();
-    if (rcl_wait_set_init(&wait_set, 1, 0, 0, 0, 0, 0, context, allocator) != RCL_RET_OK) {
+    if (rcl_wait_set_init(&wait_set, 1 + (size_t)watched_counts[WATCHED_SUBSCRIPTIONS], 0,
+                          (size_t)watched_counts[WATCHED_TIMERS],
+                          (size_t)watched_counts[WATCHED_CLIENTS], (size_t)watched_counts[WATCHED_SERVICES], 0,
+                          context, allocator) != RCL_RET_OK) {
         return LOOP_ERROR;
     }
     rcl_serialized_message_t messages[LOOP_MESSAGES];
@@ -133,7 +188,8 @@ int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, r
             break;
         }
         if (rcl_wait_set_clear(&wait_set) != RCL_RET_OK ||
-            rcl_wait_set_add_subscription(&wait_set, subscription, NULL) != RCL_RET_OK) {
+            rcl_wait_set_add_subscription(&wait_set, subscription, NULL) != RCL_RET_OK ||
+            !add_watched(&wait_set, watched, watched_counts)) {
             result = LOOP_ERROR;
             break;
         }
@@ -144,6 +200,10 @@ int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, r
         if (waited != RCL_RET_OK) {
             result = LOOP_ERROR;
             break;
+        }
+        const int executor_ready = watched_ready(&wait_set);
+        if (executor_ready) {
+            io[LOOP_IO_EXECUTOR_READY] = 1.0;
         }
         int count = 0;
         while (count < LOOP_MESSAGES) {
@@ -159,6 +219,10 @@ int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, r
             ++count;
         }
         if (count == 0) {
+            if (executor_ready) {
+                result = LOOP_EXECUTOR;
+                break;
+            }
             continue;
         }
         last_message = clock_seconds(CLOCK_MONOTONIC);
@@ -219,6 +283,10 @@ int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, r
                 result = LOOP_LOG_FULL;
                 goto done;
             }
+        }
+        if (executor_ready) {
+            result = LOOP_EXECUTOR;
+            break;
         }
     }
 done:

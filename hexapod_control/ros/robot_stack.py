@@ -44,8 +44,10 @@ player's grid at the stamp, the command's bytes written). ``native`` (default): 
 where while tracking an rcl loop in C (:mod:`hexapod_control.ros.native_loop`) also waits, takes
 and publishes, so that no Python runs per joint state; it returns to this loop for any message
 the compiled step does not finish, when the joint states pause, and right after an answer for the
-executor's poll and the diagnostics and decimated outputs when due (``wait_set`` where it cannot
-be built). ``single_threaded``: rclpy's
+diagnostics and decimated outputs when due. Its wait watches the services, timers and other
+subscriptions too, and returns as soon as one is ready, for the executor's poll: a request is served
+at once, and the blind poll runs only every ``WATCHED_POLL_PERIOD_S`` meanwhile (``wait_set`` where
+the loop in C cannot be built). ``single_threaded``: rclpy's
 SingleThreadedExecutor runs everything, as in the controller node. ``events``: rclpy's
 EventsExecutor (experimental). What each costs is measured by benchmarks/bench_loop.py
 (doc/benchmarks.md).
@@ -100,6 +102,10 @@ EXECUTORS = ("native", "wait_set", "single_threaded", "events")
 OWN_LOOPS = ("native", "wait_set")  # the joint states in a loop of their own, not in an rclpy executor
 # Services, parameters and the diagnostics timer wait at most this long [s] for the executor's poll.
 SERVICE_POLL_PERIOD_S = 0.01
+# The blind poll's period [s] while the rcl loop in C watches the executor's entities: only for what
+# it does not watch (guard conditions, QoS event handlers, the executor's tasks); each costs a rebuild
+# of rclpy's wait set, longer than a 4 kHz period.
+WATCHED_POLL_PERIOD_S = 0.5
 # A poll starts no callback after this [s]: with the one callback running then, the most any rate
 # of requests can delay a joint state's answer (a tenth of a 1 kHz period; a goal's path check,
 # the longest callback, is a few periods).
@@ -167,7 +173,8 @@ class RobotStackNode(ControllerNode):
         self.loop = WaitSetLoop(self, JointState, TOPICS["joint_states"], RELIABLE_QOS,
                                 lambda messages, _infos: self._on_joint_states(messages),
                                 lambda: self._next_watchdog, self._on_watchdogs, SERVICE_POLL_PERIOD_S,
-                                SERVICE_POLL_BUDGET_S, raw=True, serve=self._serve_in_c)
+                                SERVICE_POLL_BUDGET_S, raw=True, serve=self._serve_in_c,
+                                watched_poll_period=WATCHED_POLL_PERIOD_S)
         self._rcl_loop: RclLoop | None = None
         self._rcl_function = None
         if self.executor_choice == "native":
@@ -279,7 +286,9 @@ class RobotStackNode(ControllerNode):
             self.player.hold(latest - period, latest + GRID_SPAN_KNOTS * period)
         served = self._rcl_loop.run(poll + self.watchdog_period, self.watchdog_period, poll,
                                     self.control.tracking_status_due(), self._next_publication,
-                                    1 if self._decimated_open else 0)
+                                    1 if self._decimated_open else 0, self.loop.executor_entities())
+        if served.executor_ready:
+            self.loop.request_poll()
         self.superseded_joint_states += served.superseded
         self.control.served_in_c(served.answers, served.taken, served.repeated, served.message_now, served.taken_now,
                                  served.taken_steady, served.last_answered)
@@ -329,8 +338,10 @@ class RobotStackNode(ControllerNode):
         super()._publish_forces(forces, answers)
 
     def _publish_status(self, now: float, status) -> None:
+        polls = ({"executor_polls_requested": self.loop.polls_requested, "executor_polls_blind": self.loop.polls_blind}
+                 if self.executor_choice in OWN_LOOPS else {})
         values = {**status.values, "executor": self.executor_choice, "superseded_joint_states": self.superseded_joint_states,
-                  "rcl_loop_answers": self.rcl_loop_answers, **self.latencies.report()}
+                  "rcl_loop_answers": self.rcl_loop_answers, **polls, **self.latencies.report()}
         self.diagnostics.publish(now, status.level, status.message, values)
 
     def destroy_node(self) -> None:

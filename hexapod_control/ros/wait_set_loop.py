@@ -24,6 +24,15 @@ takes the messages waiting with :meth:`WaitSetLoop.take_waiting` when its tick n
 driver publishes its state first). A message no longer wakes the loop (at 1 kHz that halves the
 wake-ups of a driver that ticks at 1 kHz), and each one's DDS reception time says when it arrived.
 
+An owner whose ``serve`` waits in C can watch the executor's entities in that same wait
+(:meth:`WaitSetLoop.executor_entities`, the robot stack's rcl loop) and call
+:meth:`WaitSetLoop.request_poll` when one is ready: a request is then served at once, and the blind
+poll, which costs a rebuild of the executor's wait set each time, is needed only every
+``watched_poll_period`` while it serves (for what it does not watch: the guard conditions, the
+waitables such as the QoS event handlers, and the executor's own tasks). A poll it requested that finds nothing to run stops the
+watching until the next blind poll, so an entity that keeps waking the wait without the executor
+running it cannot keep the loop in Python.
+
 The loop's subscription belongs to an :class:`OwnLoopGroup`, which the executor never runs, so
 nothing takes its messages but this loop. Everything runs in the calling thread: the owner's state
 needs no lock.
@@ -34,12 +43,29 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from rclpy.callback_groups import CallbackGroup
 from rclpy.executors import Executor, ExternalShutdownException, ShutdownException, TimeoutException
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
 NANOSECONDS = 1e9
+# Not the guard conditions: a wait takes their trigger, which the executor would then miss.
+WATCHED_KINDS = ("subscriptions", "timers", "clients", "services")  # rcl_loop.c's WATCHED_* order
+
+
+@dataclass(frozen=True)
+class ExecutorEntities:
+    """The entities of a node the executor runs, by kind (``WATCHED_KINDS``), for a wait that watches
+    them."""
+
+    subscriptions: tuple = ()
+    timers: tuple = ()
+    clients: tuple = ()
+    services: tuple = ()
+
+    def by_kind(self) -> tuple[tuple, ...]:
+        return tuple(getattr(self, kind) for kind in WATCHED_KINDS)
 
 
 class OwnLoopGroup(CallbackGroup):
@@ -73,12 +99,16 @@ class WaitSetLoop:
     the next poll) or until it needs this loop (the robot stack's rcl loop in C,
     ros/native_loop.py; with ``at_deadline``, the deadlines' work too: the fake driver's ticks in
     C, ros/native_driver.py); it returns True when it did, False to let this loop wait.
+    ``watched_poll_period`` [s]: the blind poll's period after a ``serve`` that watched the
+    executor's entities (module doc); by default ``poll_period``. ``polls_requested`` and
+    ``polls_blind`` count the polls of each kind.
     """
 
     def __init__(self, node, message_type, topic: str, qos, on_messages: Callable[[list, list], None],
                  deadline: Callable[[], float], on_deadline: Callable[[float], None], poll_period: float,
                  poll_budget: float = math.inf, raw: bool = False,
-                 serve: Callable[[float, float], bool] | None = None, at_deadline: bool = False):
+                 serve: Callable[[float, float], bool] | None = None, at_deadline: bool = False,
+                 watched_poll_period: float | None = None):
         self.node = node
         # The executor never runs this callback (OwnLoopGroup); rclpy requires one.
         self.subscription = node.create_subscription(message_type, topic, lambda message: on_messages([message], [{}]),
@@ -88,14 +118,33 @@ class WaitSetLoop:
         self.deadline = deadline
         self.on_deadline = on_deadline
         self.poll_period = poll_period
+        self.watched_poll_period = poll_period if watched_poll_period is None else watched_poll_period
         self.poll_budget = poll_budget
         self.serve = serve
+        self.polls_requested = 0
+        self.polls_blind = 0
+        self._poll_requested = False
+        self._watching = True
+
+    def executor_entities(self) -> ExecutorEntities:
+        """The node's entities the executor runs (not this loop's subscription), for the owner's
+        ``serve`` to watch; none while the watching is stopped (module doc)."""
+        if not self._watching:
+            return ExecutorEntities()
+        node = self.node
+        return ExecutorEntities(*(tuple(entity for entity in getattr(node, kind) if entity.callback_group.can_execute(entity))
+                                  for kind in WATCHED_KINDS))
+
+    def request_poll(self) -> None:
+        """Poll the executor before the next wait: a watched entity is ready."""
+        self._poll_requested = True
 
     def spin(self, executor: Executor) -> None:
         """Run until the context shuts down (Ctrl-C, SIGTERM or rclpy.shutdown)."""
         context = self.node.context
         subscription = self.subscription
-        next_poll = time.monotonic()
+        last_poll = -math.inf
+        served = False
         # No SIGINT guard condition of its own: rclpy's signal thread triggers the registered ones
         # while Ctrl-C ends this loop, and destroying one then (unregistering it, freeing it) raced
         # with that thread: a SIGSEGV on Ctrl-C. The wait is never longer than the next deadline or
@@ -106,12 +155,24 @@ class WaitSetLoop:
                 wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, context.handle)
                 while context.ok():
                     now = time.monotonic()
-                    if now >= next_poll:
-                        poll(executor, now + self.poll_budget)
-                        next_poll = now + self.poll_period
-                    wait_until = min(self.deadline(), next_poll)
-                    if self.serve is not None and self.serve(wait_until, next_poll):
-                        pass
+                    requested = self._poll_requested
+                    if requested or now >= last_poll + (self.watched_poll_period if served else self.poll_period):
+                        ran = poll(executor, now + self.poll_budget)
+                        if requested:
+                            self.polls_requested += 1
+                            self._watching = ran > 0
+                        else:
+                            self.polls_blind += 1
+                            self._watching = True
+                        self._poll_requested = False
+                        last_poll = now
+                    served = False
+                    if self.serve is not None:
+                        watched_poll = last_poll + self.watched_poll_period
+                        served = self.serve(min(self.deadline(), watched_poll), watched_poll)
+                    wait_until = min(self.deadline(), last_poll + self.poll_period)
+                    if served:
+                        pass  # the owner served until its deadline or poll, or until it needs this loop
                     elif self.at_deadline:
                         time.sleep(max(wait_until - time.monotonic(), 0.0))
                     else:
