@@ -18,7 +18,7 @@ from hexapod_control.conventions import joint_state_arrays
 from hexapod_control.errors import InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
 from hexapod_control.model.parameters import load_parameters
-from hexapod_control.ros.wait_set_loop import poll
+from hexapod_control.ros.wait_set_loop import ExecutorPoll
 
 PARAMETERS = load_parameters()
 LIMITS, SAFETY = PARAMETERS.limits, PARAMETERS.safety
@@ -308,10 +308,11 @@ class FloodedExecutor:
     """An executor with ``ready`` callbacks waiting, each taking ``cost`` of a fake clock."""
 
     def __init__(self, ready: int, cost: float, clock):
-        self.ready, self.cost, self.clock, self.ran = ready, cost, clock, 0
+        self.ready, self.cost, self.clock, self.ran, self.calls = ready, cost, clock, 0, 0
 
     def wait_for_ready_callbacks(self, timeout_sec):
         from rclpy.executors import TimeoutException
+        self.calls += 1
         if not self.ready:
             raise TimeoutException()
         self.ready -= 1
@@ -343,13 +344,16 @@ def test_a_poll_starts_no_callback_after_its_budget():
     clock = FakeClock()
     budget, cost = 1e-4, 3e-5
     flood = FloodedExecutor(ready=1000, cost=cost, clock=clock)
-    ran = poll(flood, clock() + budget, clock)
+    ran = ExecutorPoll(flood, clock)(clock() + budget)
     assert ran == math.ceil(budget / cost) and flood.ready == 1000 - ran
     # The loop's delay: the budget plus the one callback that was running when it ran out.
     assert clock() <= budget + cost
-    assert poll(FloodedExecutor(ready=3, cost=cost, clock=clock), clock() + budget, clock) == 3  # a quiet queue empties
+    assert ExecutorPoll(FloodedExecutor(ready=3, cost=cost, clock=clock), clock)(clock() + budget) == 3  # a quiet queue empties
     # A poll that starts late (a loaded machine) still serves one callback.
-    assert poll(FloodedExecutor(ready=5, cost=cost, clock=clock), clock() - budget, clock) == 1
+    assert ExecutorPoll(FloodedExecutor(ready=5, cost=cost, clock=clock), clock)(clock() - budget) == 1
+    # Nothing ready: one wait, not two.
+    quiet = FloodedExecutor(ready=0, cost=cost, clock=clock)
+    assert ExecutorPoll(quiet, clock)(clock() + budget) == 0 and quiet.calls == 1
 
 
 def test_each_poll_runs_what_is_ready_after_one_stopped_by_its_budget(context, executor):
@@ -363,5 +367,6 @@ def test_each_poll_runs_what_is_ready_after_one_stopped_by_its_budget(context, e
     calls = []
     for name in ("a", "b"):
         node.create_timer(ALWAYS_DUE_PERIOD_S, lambda name=name: calls.append(name))
-    ran = [poll(executor, -math.inf) for _ in range(6)]  # a budget spent before it starts: one callback each
+    poll = ExecutorPoll(executor)
+    ran = [poll(-math.inf) for _ in range(6)]  # a budget spent before it starts: one callback each
     assert ran == [1] * 6 and len(calls) == 6

@@ -153,11 +153,12 @@ class WaitSetLoop:
             # The handles stay valid while the wait set holds them, as in rclpy's executors.
             with context.handle, subscription.handle:
                 wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, context.handle)
+                poll = ExecutorPoll(executor)
                 while context.ok():
                     now = time.monotonic()
                     requested = self._poll_requested
                     if requested or now >= last_poll + (self.watched_poll_period if served else self.poll_period):
-                        ran = poll(executor, now + self.poll_budget)
+                        ran = poll(now + self.poll_budget)
                         if requested:
                             self.polls_requested += 1
                             self._watching = ran > 0
@@ -204,27 +205,39 @@ class WaitSetLoop:
             self.on_messages(messages, infos)
 
 
-def poll(executor: Executor, budget_end: float, clock: Callable[[], float] = time.monotonic) -> int:
-    """Run the callbacks the executor has ready now, without waiting: the first one always, no further
-    one after ``budget_end`` (on ``clock``), so that a loaded machine still serves one per poll;
-    returns how many ran."""
-    ran, waited_anew = 0, False
-    while ran == 0 or clock() < budget_end:
-        try:
-            handler, _entity, _node = executor.wait_for_ready_callbacks(timeout_sec=0.0)
-        except TimeoutException:
-            # rclpy keeps the generator of its last wait between calls: after a poll that stopped at
-            # a callback, the next call only ends that generator, with this exception and no new
-            # wait. The call after it waits anew.
-            if ran or waited_anew:
+class ExecutorPoll:
+    """Runs the callbacks ``executor`` has ready now, without waiting: the first one always, no further
+    one after the budget's end (on ``clock``), so that a loaded machine still serves one per poll.
+
+    rclpy's executor keeps the generator of its last wait between calls. After a poll that stopped at
+    a callback, its next call resumes that generator, and once it is spent ends it with
+    TimeoutException, without a new wait; the poll then calls once more to wait anew. A poll after
+    one that found nothing waits once."""
+
+    def __init__(self, executor: Executor, clock: Callable[[], float] = time.monotonic):
+        self.executor = executor
+        self.clock = clock
+        self._resumes = False  # the last poll stopped at a callback: the executor's generator is suspended
+
+    def __call__(self, budget_end: float) -> int:
+        """Run what is ready, starting none after ``budget_end``; returns how many ran."""
+        ran, waited_anew = 0, False
+        while ran == 0 or self.clock() < budget_end:
+            try:
+                handler, _entity, _node = self.executor.wait_for_ready_callbacks(timeout_sec=0.0)
+            except TimeoutException:
+                if self._resumes and not ran and not waited_anew:
+                    waited_anew = True  # the suspended generator is spent: the next call waits
+                    continue
+                self._resumes = False
                 return ran
-            waited_anew = True
-            continue
-        except (ShutdownException, ExternalShutdownException):
-            return ran  # shutting down, which ends the loop
-        handler()
-        ran += 1
-        exception = handler.exception()
-        if exception is not None:
-            raise exception
-    return ran
+            except (ShutdownException, ExternalShutdownException):
+                self._resumes = False
+                return ran  # shutting down, which ends the loop
+            handler()
+            ran += 1
+            exception = handler.exception()
+            if exception is not None:
+                raise exception
+        self._resumes = True
+        return ran
