@@ -13,9 +13,9 @@ import yaml
 
 pytest.importorskip("rclpy")
 from geometry_msgs.msg import PoseStamped, TwistStamped
+from rcl_interfaces.srv import GetParameters
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from rcl_interfaces.srv import GetParameters
 from rclpy.parameter import Parameter
 from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, spin_until
 from rosgraph_msgs.msg import Clock

@@ -24,7 +24,6 @@ layout is read from the C file's ``#define LOOP_*`` lines, its one source.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import hashlib
 import os
@@ -167,7 +166,7 @@ class RclLoop:
 
     def _watch(self, watched: ExecutorEntities) -> None:
         """The pointer and count arrays of the watched entities, rebuilt when they change."""
-        if watched == self._watched:
+        if watched is self._watched:
             return
         kinds = watched.by_kind()
         pointers = [entity.handle.pointer for entities in kinds for entity in entities]
@@ -181,7 +180,8 @@ class RclLoop:
         or until Python is needed (module doc). ``poll_due`` (monotonic), ``diagnostic_due`` (ROS
         time) and ``publication_due`` (a stamp): an answer at or past them returns;
         ``return_after``: return after that many answers (0: not for that); ``watched``: the entities
-        whose readiness returns (``Served.executor_ready``)."""
+        whose readiness returns (``Served.executor_ready``), their handles held valid by the caller
+        (WaitSetLoop.executor_entities)."""
         io, index = self.io, self.io_index
         io[self._outputs] = 0.0
         for name in ("message_now", "taken_now", "taken_steady", "last_answered"):
@@ -191,10 +191,7 @@ class RclLoop:
         io[index["publication_due"]], io[index["return_after"]] = publication_due, return_after
         step = self.step
         self._watch(watched)
-        with self.context.handle, self.subscription.handle, self.publisher.handle, contextlib.ExitStack() as handles:
-            for entities in watched.by_kind():  # valid while the wait holds them, as in rclpy's executors
-                for entity in entities:
-                    handles.enter_context(entity.handle)
+        with self.context.handle, self.subscription.handle, self.publisher.handle:
             code = self.function(self.context.handle.pointer, self.subscription.handle.pointer,
                                  self.publisher.handle.pointer, step.message_address, step.published_address,
                                  step.message_arrays, step.command_length, io.ctypes.data, self.log.ctypes.data,

@@ -60,7 +60,6 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
-
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.experimental import EventsExecutor

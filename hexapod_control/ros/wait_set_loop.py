@@ -29,9 +29,10 @@ An owner whose ``serve`` waits in C can watch the executor's entities in that sa
 :meth:`WaitSetLoop.request_poll` when one is ready: a request is then served at once, and the blind
 poll, which costs a rebuild of the executor's wait set each time, is needed only every
 ``watched_poll_period`` while it serves (for what it does not watch: the guard conditions, the
-waitables such as the QoS event handlers, and the executor's own tasks). A poll it requested that finds nothing to run stops the
-watching until the next blind poll, so an entity that keeps waking the wait without the executor
-running it cannot keep the loop in Python.
+waitables such as the QoS event handlers, the executor's own tasks, and an entity created since
+the last blind poll, which finds the entities to watch and holds their handles until the next). A
+poll it requested that finds nothing to run stops the watching until the next blind poll, so an
+entity that keeps waking the wait without the executor running it cannot keep the loop in Python.
 
 The loop's subscription belongs to an :class:`OwnLoopGroup`, which the executor never runs, so
 nothing takes its messages but this loop. Everything runs in the calling thread: the owner's state
@@ -40,6 +41,7 @@ needs no lock.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -124,16 +126,32 @@ class WaitSetLoop:
         self.polls_requested = 0
         self.polls_blind = 0
         self._poll_requested = False
-        self._watching = True
+        self._watched = ExecutorEntities()
 
     def executor_entities(self) -> ExecutorEntities:
         """The node's entities the executor runs (not this loop's subscription), for the owner's
-        ``serve`` to watch; none while the watching is stopped (module doc)."""
-        if not self._watching:
-            return ExecutorEntities()
-        node = self.node
-        return ExecutorEntities(*(tuple(entity for entity in getattr(node, kind) if entity.callback_group.can_execute(entity))
-                                  for kind in WATCHED_KINDS))
+        ``serve`` to watch: as found at the last blind poll, their handles held valid until the next
+        one; none while the watching is stopped (module doc)."""
+        return self._watched
+
+    def _watch(self, handles: contextlib.ExitStack, watching: bool) -> None:
+        """Find the entities to watch (none when not ``watching``), their handles held in ``handles``
+        (the previous ones released)."""
+        handles.close()
+        if not watching:
+            self._watched = ExecutorEntities()
+            return
+        watched = {kind: [] for kind in WATCHED_KINDS}
+        for kind, entities in watched.items():
+            for entity in getattr(self.node, kind):
+                if not entity.callback_group.can_execute(entity):
+                    continue
+                try:
+                    handles.enter_context(entity.handle)
+                except _rclpy.InvalidHandle:
+                    continue  # destroyed meanwhile
+                entities.append(entity)
+        self._watched = ExecutorEntities(**{kind: tuple(entities) for kind, entities in watched.items()})
 
     def request_poll(self) -> None:
         """Poll the executor before the next wait: a watched entity is ready."""
@@ -151,7 +169,7 @@ class WaitSetLoop:
         # poll, after which the KeyboardInterrupt or the shut-down context ends the loop.
         try:
             # The handles stay valid while the wait set holds them, as in rclpy's executors.
-            with context.handle, subscription.handle:
+            with context.handle, subscription.handle, contextlib.ExitStack() as watched_handles:
                 wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, context.handle)
                 poll = ExecutorPoll(executor)
                 while context.ok():
@@ -161,10 +179,11 @@ class WaitSetLoop:
                         ran = poll(now + self.poll_budget)
                         if requested:
                             self.polls_requested += 1
-                            self._watching = ran > 0
+                            if not ran:
+                                self._watch(watched_handles, watching=False)
                         else:
                             self.polls_blind += 1
-                            self._watching = True
+                            self._watch(watched_handles, watching=True)
                         self._poll_requested = False
                         last_poll = now
                     served = False
