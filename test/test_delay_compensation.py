@@ -228,6 +228,7 @@ def test_the_control_loop_compensates_what_it_sent_and_estimates_the_plants_dela
     assert loop.failure == "" and control.supervisor.state.value == "armed"
     # Armed at the first state, it holds until the rate is known (RATE_KNOWN_SPACINGS spacings).
     assert all(r.step.decision.action.value == "hold" for r in records[:RATE_KNOWN_SPACINGS])
+    control.synchronize()  # the compiled step's state into the Python objects read below
     assert control.controller.delay_periods == 3
     assert not any(r.step.decision.saturated.any() for r in records)
     assert max(r.step.decision.control.position_error_norm for r in records[RATE_KNOWN_SPACINGS:]) < BOUNDS["double_loop"][1][3]
