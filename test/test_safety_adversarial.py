@@ -348,7 +348,8 @@ def test_a_poll_starts_no_callback_after_its_budget():
     assert ran == math.ceil(budget / cost) and flood.ready == 1000 - ran
     # The loop's delay: the budget plus the one callback that was running when it ran out.
     assert clock() <= budget + cost
-    assert ExecutorPoll(FloodedExecutor(ready=3, cost=cost, clock=clock), clock)(clock() + budget) == 3  # a quiet queue empties
+    # A quiet queue empties.
+    assert ExecutorPoll(FloodedExecutor(ready=3, cost=cost, clock=clock), clock)(clock() + budget) == 3
     # A poll that starts late (a loaded machine) still serves one callback.
     assert ExecutorPoll(FloodedExecutor(ready=5, cost=cost, clock=clock), clock)(clock() - budget) == 1
     # Nothing ready: one wait, not two.
@@ -370,3 +371,46 @@ def test_each_poll_runs_what_is_ready_after_one_stopped_by_its_budget(context, e
     poll = ExecutorPoll(executor)
     ran = [poll(-math.inf) for _ in range(6)]  # a budget spent before it starts: one callback each
     assert ran == [1] * 6 and len(calls) == 6
+
+
+class ServedStates(Exception):
+    """Ends a WaitSetLoop run once its owner served what the test asked for."""
+
+
+def test_a_flood_of_requests_is_polled_once_per_poll_period_while_the_owner_watches(context):
+    """The owner's wait watches the executor (the robot stack's rcl loop in C) and a flood of
+    requests keeps it ready: the executor is still polled at most once per poll_period of the clock,
+    as the blind polls did, and the flood is served at that pace."""
+    from rclpy.node import Node
+    from sensor_msgs.msg import JointState
+    from std_srvs.srv import Trigger
+
+    from hexapod_control.ros.wait_set_loop import WaitSetLoop
+
+    clock = FakeClock()
+    poll_period, state_period, states, budget = 0.01, 0.001, 1000, 1e-4
+    node = Node("hexapod_flood_test", context=context)
+    node.create_service(Trigger, "~/flooded", lambda request, response: response)
+    flood = FloodedExecutor(ready=10 * states, cost=budget, clock=clock)  # each callback spends a poll's budget
+    served = []
+
+    def serve(until, poll):
+        watched = any(loop.executor_entities().by_kind())
+        clock.now += state_period  # one joint state answered, or the wait ended at once
+        if watched:
+            loop.request_poll()  # the flood: a request is always waiting
+        served.append(watched)
+        if len(served) == states:
+            raise ServedStates()
+        return True
+
+    loop = WaitSetLoop(node, JointState, "/hexapod_flood_test_states", 10, lambda messages, infos: None,
+                       lambda: math.inf, lambda now: None, poll_period, poll_budget=budget, raw=True, serve=serve,
+                       watched_poll_period=0.5, clock=clock)
+    with pytest.raises(ServedStates):
+        loop.spin(flood)
+    simulated = clock()
+    assert loop.polls_requested <= simulated / poll_period + 1
+    # The flood is served meanwhile: a poll a period after the last, at the state that ends it.
+    assert loop.polls_requested >= simulated / (poll_period + 2 * state_period) - 1
+    assert flood.ran == loop.polls_requested + loop.polls_blind  # one callback per poll, within its budget

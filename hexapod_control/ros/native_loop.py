@@ -37,7 +37,7 @@ import numpy as np
 
 from hexapod_control.errors import CompilationError
 from hexapod_control.model import compiled
-from hexapod_control.ros.wait_set_loop import WATCHED_KINDS, ExecutorEntities
+from hexapod_control.ros.wait_set_loop import NO_ENTITIES, WATCHED_KINDS, ExecutorEntities
 
 SOURCE = Path(__file__).with_name("rcl_loop.c")
 RCL_LIBRARIES = ("rcl", "rmw", "rcutils")
@@ -175,7 +175,7 @@ class RclLoop:
         self._watched = watched
 
     def run(self, deadline: float, quiet: float, poll_due: float, diagnostic_due: float, publication_due: float,
-            return_after: int, watched: ExecutorEntities = ExecutorEntities()) -> Served:
+            return_after: int, watched: ExecutorEntities = NO_ENTITIES) -> Served:
         """Serve the subscription until ``deadline`` (monotonic), or ``quiet`` seconds without a message,
         or until Python is needed (module doc). ``poll_due`` (monotonic), ``diagnostic_due`` (ROS
         time) and ``publication_due`` (a stamp): an answer at or past them returns;

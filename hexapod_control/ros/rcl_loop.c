@@ -9,8 +9,8 @@
  * executor runs (its subscriptions, timers, clients and services, given as `watched`; not its guard
  * conditions, whose trigger a wait takes, so that the executor would miss it): it takes nothing from
  * them, but one that is ready ends the wait, so that a request is served at once instead of at a
- * blind poll of the executor. It returns to Python, which does the rest as the
- * wait-set loop does, when:
+ * blind poll of the executor (Python passes none for a while after each poll: wait_set_loop.py).
+ * It returns to Python, which does the rest as the wait-set loop does, when:
  *   - the monotonic deadline passes, or no message came for LOOP_IO_QUIET seconds (the watchdogs'
  *     turn: while states come, the step itself rejects a stale one): LOOP_DEADLINE;
  *   - a message is one the compiled step does not finish (another layout, no reference knot, any

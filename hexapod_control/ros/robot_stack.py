@@ -46,10 +46,11 @@ and publishes, so that no Python runs per joint state; it returns to this loop f
 the compiled step does not finish, when the joint states pause, and right after an answer for the
 diagnostics and decimated outputs when due. Its wait watches the services, timers and other
 subscriptions too, and returns as soon as one is ready, for the executor's poll: a request is served
-at once, and the blind poll runs only every ``WATCHED_POLL_PERIOD_S`` meanwhile (``wait_set`` where
-the loop in C cannot be built). ``single_threaded``: rclpy's
-SingleThreadedExecutor runs everything, as in the controller node. ``events``: rclpy's
-EventsExecutor (experimental). What each costs is measured by benchmarks/bench_loop.py
+at once, or ``SERVICE_POLL_PERIOD_S`` after the previous poll when one ran just before (so that a
+flood of requests is polled once per period at most, as before), and the blind poll runs only every
+``WATCHED_POLL_PERIOD_S`` meanwhile (``wait_set`` where the loop in C cannot be built).
+``single_threaded``: rclpy's SingleThreadedExecutor runs everything, as in the controller node.
+``events``: rclpy's EventsExecutor (experimental). What each costs is measured by benchmarks/bench_loop.py
 (doc/benchmarks.md).
 """
 

@@ -33,6 +33,9 @@ waitables such as the QoS event handlers, the executor's own tasks, and an entit
 the last blind poll, which finds the entities to watch and holds their handles until the next). A
 poll it requested that finds nothing to run stops the watching until the next blind poll, so an
 entity that keeps waking the wait without the executor running it cannot keep the loop in Python.
+For ``poll_period`` after any poll the owner's wait does not watch: however fast a flood of
+requests comes, it is polled once per period at most, as by the blind polls, each poll bounded by
+its budget.
 
 The loop's subscription belongs to an :class:`OwnLoopGroup`, which the executor never runs, so
 nothing takes its messages but this loop. Everything runs in the calling thread: the owner's state
@@ -70,6 +73,9 @@ class ExecutorEntities:
         return tuple(getattr(self, kind) for kind in WATCHED_KINDS)
 
 
+NO_ENTITIES = ExecutorEntities()
+
+
 class OwnLoopGroup(CallbackGroup):
     """Entities a :class:`WaitSetLoop` serves: the executor never adds them to its wait set."""
 
@@ -103,14 +109,14 @@ class WaitSetLoop:
     C, ros/native_driver.py); it returns True when it did, False to let this loop wait.
     ``watched_poll_period`` [s]: the blind poll's period after a ``serve`` that watched the
     executor's entities (module doc); by default ``poll_period``. ``polls_requested`` and
-    ``polls_blind`` count the polls of each kind.
+    ``polls_blind`` count the polls of each kind. ``clock``: monotonic seconds (a test's own).
     """
 
     def __init__(self, node, message_type, topic: str, qos, on_messages: Callable[[list, list], None],
                  deadline: Callable[[], float], on_deadline: Callable[[float], None], poll_period: float,
                  poll_budget: float = math.inf, raw: bool = False,
                  serve: Callable[[float, float], bool] | None = None, at_deadline: bool = False,
-                 watched_poll_period: float | None = None):
+                 watched_poll_period: float | None = None, clock: Callable[[], float] = time.monotonic):
         self.node = node
         # The executor never runs this callback (OwnLoopGroup); rclpy requires one.
         self.subscription = node.create_subscription(message_type, topic, lambda message: on_messages([message], [{}]),
@@ -123,16 +129,18 @@ class WaitSetLoop:
         self.watched_poll_period = poll_period if watched_poll_period is None else watched_poll_period
         self.poll_budget = poll_budget
         self.serve = serve
+        self.clock = clock
         self.polls_requested = 0
         self.polls_blind = 0
         self._poll_requested = False
         self._watched = ExecutorEntities()
+        self._watching = False  # in this serve: no poll ran for poll_period
 
     def executor_entities(self) -> ExecutorEntities:
         """The node's entities the executor runs (not this loop's subscription), for the owner's
         ``serve`` to watch: as found at the last blind poll, their handles held valid until the next
-        one; none while the watching is stopped (module doc)."""
-        return self._watched
+        one; none within ``poll_period`` of a poll, or while the watching is stopped (module doc)."""
+        return self._watched if self._watching else NO_ENTITIES
 
     def _watch(self, handles: contextlib.ExitStack, watching: bool) -> None:
         """Find the entities to watch (none when not ``watching``), their handles held in ``handles``
@@ -171,9 +179,9 @@ class WaitSetLoop:
             # The handles stay valid while the wait set holds them, as in rclpy's executors.
             with context.handle, subscription.handle, contextlib.ExitStack() as watched_handles:
                 wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, context.handle)
-                poll = ExecutorPoll(executor)
+                poll = ExecutorPoll(executor, self.clock)
                 while context.ok():
-                    now = time.monotonic()
+                    now = self.clock()
                     requested = self._poll_requested
                     if requested or now >= last_poll + (self.watched_poll_period if served else self.poll_period):
                         ran = poll(now + self.poll_budget)
@@ -188,20 +196,22 @@ class WaitSetLoop:
                         last_poll = now
                     served = False
                     if self.serve is not None:
-                        watched_poll = last_poll + self.watched_poll_period
-                        served = self.serve(min(self.deadline(), watched_poll), watched_poll)
+                        watch_from = last_poll + self.poll_period
+                        self._watching = now >= watch_from
+                        due = last_poll + self.watched_poll_period if self._watching else watch_from
+                        served = self.serve(min(self.deadline(), due), due)
                     wait_until = min(self.deadline(), last_poll + self.poll_period)
                     if served:
                         pass  # the owner served until its deadline or poll, or until it needs this loop
                     elif self.at_deadline:
-                        time.sleep(max(wait_until - time.monotonic(), 0.0))
+                        time.sleep(max(wait_until - self.clock(), 0.0))
                     else:
                         wait_set.clear_entities()
                         wait_set.add_subscription(subscription.handle)
-                        wait_set.wait(max(int((wait_until - time.monotonic()) * NANOSECONDS), 0))
+                        wait_set.wait(max(int((wait_until - self.clock()) * NANOSECONDS), 0))
                         if wait_set.is_ready("subscription", 0):
                             self.take_waiting()
-                    now = time.monotonic()
+                    now = self.clock()
                     if now >= self.deadline():
                         self.on_deadline(now)
         except _rclpy.InvalidHandle:
