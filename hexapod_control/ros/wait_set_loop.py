@@ -133,7 +133,7 @@ class WaitSetLoop:
         self.polls_requested = 0
         self.polls_blind = 0
         self._poll_requested = False
-        self._watched = ExecutorEntities()
+        self._watched = NO_ENTITIES
         self._watching = False  # in this serve: no poll ran for poll_period
 
     def executor_entities(self) -> ExecutorEntities:
@@ -147,7 +147,7 @@ class WaitSetLoop:
         (the previous ones released)."""
         handles.close()
         if not watching:
-            self._watched = ExecutorEntities()
+            self._watched = NO_ENTITIES
             return
         watched = {kind: [] for kind in WATCHED_KINDS}
         for kind, entities in watched.items():
@@ -191,7 +191,7 @@ class WaitSetLoop:
                                 self._watch(watched_handles, watching=False)
                         else:
                             self.polls_blind += 1
-                            self._watch(watched_handles, watching=True)
+                            self._watch(watched_handles, watching=self.serve is not None)
                         self._poll_requested = False
                         last_poll = now
                     served = False
