@@ -218,15 +218,10 @@ int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, r
             }
             ++count;
         }
-        if (count == 0) {
-            if (executor_ready) {
-                result = LOOP_EXECUTOR;
-                break;
-            }
-            continue;
+        if (count > 0) {
+            last_message = clock_seconds(CLOCK_MONOTONIC);
+            io[LOOP_IO_SUPERSEDED] += count - 1;
         }
-        last_message = clock_seconds(CLOCK_MONOTONIC);
-        io[LOOP_IO_SUPERSEDED] += count - 1;
         for (int k = 0; k < count; ++k) {
             const int answer = k == count - 1;
             const double now = clock_seconds(CLOCK_REALTIME), steady = clock_seconds(CLOCK_MONOTONIC);
