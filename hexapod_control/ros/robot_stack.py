@@ -60,7 +60,6 @@ import math
 import time
 from collections.abc import Iterator
 
-import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.experimental import EventsExecutor
@@ -247,18 +246,17 @@ class RobotStackNode(ControllerNode):
         stamp = self.supervisor.feedback.stamp
         self.command_publisher.publish(self.control.command_bytes)
         self.commands_published += 1
-        self._log_answers(np.array([[stamp, time.time()]]))
+        self._log_answers([stamp], [time.time()])
         self.control.published(stamp, seconds(self))
         self._after_answer_in_step(stamp, self._serialized_at)
 
-    def _log_answers(self, log: np.ndarray) -> None:
-        """Answers of the compiled step, one row each (the answered stamp, the wall time it was
-        published, as RclLoop's log): in the timing log and the latencies, one call per column."""
-        stamps, published = log[:, 0], log[:, 1]
-        self.timing_log.extend("answer_stamps", stamps.tolist())
-        self.timing_log.extend("publish_times", published.tolist())
+    def _log_answers(self, stamps: list[float], published: list[float]) -> None:
+        """Answers of the compiled step to the states stamped ``stamps``, published at the wall times
+        ``published``: in the timing log and the latencies, one call per column."""
+        self.timing_log.extend("answer_stamps", stamps)
+        self.timing_log.extend("publish_times", published)
         if self._wall_clock:
-            self.latencies.extend((published - stamps).tolist())
+            self.latencies.extend([when - stamp for stamp, when in zip(stamps, published)])
 
     def _after_answer_in_step(self, stamp: float, now: float) -> None:
         """The diagnostics status and the decimated outputs after an answer of the compiled step."""
@@ -294,7 +292,7 @@ class RobotStackNode(ControllerNode):
                                  served.taken_steady, served.last_answered)
         self.commands_published += served.answers
         self.rcl_loop_answers += served.answers
-        self._log_answers(served.log)
+        self._log_answers(served.log[:, 0].tolist(), served.log[:, 1].tolist())
         if served.reason == "answered":
             self._after_answer_in_step(served.last_answered, served.taken_now)
         elif served.reason == "pending":
