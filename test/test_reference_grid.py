@@ -140,6 +140,16 @@ def test_rows_of_the_operational_space_trajectory_are_its_samples():
         trajectory.sample_rows(np.array([0.0, math.nan]))
 
 
+def test_rows_of_a_hold_are_its_samples():
+    hold = HoldTrajectory(HOME + np.array([0.004, -0.003, 0.002, 0.01, 0.0, -0.02]))
+    times = np.linspace(-1.0, 1.0, 11)
+    samples = [hold.sample(float(t)) for t in times]
+    np.testing.assert_array_equal(hold.sample_rows(times),
+                                  [np.concatenate((s.pose, s.velocity, s.acceleration)) for s in samples])
+    with pytest.raises(InvalidInputError, match="finite"):
+        hold.sample_rows(np.array([0.0, math.inf]))
+
+
 def test_a_held_span_has_every_knot_it_needs_and_keeps_those_it_held():
     source = make_trajectory("operational_space", MODEL)
     grid, reference = ReferenceGrid(PERIOD, 64), ReferenceGrid(PERIOD, 64)

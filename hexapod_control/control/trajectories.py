@@ -415,6 +415,16 @@ class HoldTrajectory:
     def sample(self, t: float) -> Reference:
         return Reference(_finite_time(t), self.pose.copy(), np.zeros(6), np.zeros(6))
 
+    def sample_rows(self, times: np.ndarray) -> np.ndarray:
+        """(n, 18) rows of :meth:`sample` at ``times``, at once (the reference grid's refill)."""
+        times = np.asarray(times, dtype=float)
+        not_finite = times[~np.isfinite(times)]
+        if not_finite.size:
+            _finite_time(float(not_finite[0]))  # raises, naming it
+        rows = np.zeros((len(times), 18))
+        rows[:, :6] = self.pose
+        return rows
+
 
 def _quintic(u: float) -> tuple[float, float, float]:
     """sigma(u) = 10u^3 - 15u^4 + 6u^5 on [0, 1] and its derivatives: rest at both ends."""
