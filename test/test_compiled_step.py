@@ -38,8 +38,9 @@ LIMITS = MODEL.parameters.limits
 class TwinLoops:
     """A compiled and a Python control loop fed alike; every answer compared."""
 
-    def __init__(self, controller: str):
-        self.loops = [ControlLoop(MODEL, controller, gain_set="simulated_plant", arm_on_start=True) for _ in range(2)]
+    def __init__(self, controller: str, arm_on_start: bool = True):
+        self.loops = [ControlLoop(MODEL, controller, gain_set="simulated_plant", arm_on_start=arm_on_start)
+                      for _ in range(2)]
         if self.loops[0].select_step("c") != "c":
             pytest.skip("the compiled step is unavailable (no C library)")
         assert self.loops[1].select_step("python") == "python"
@@ -163,7 +164,7 @@ def test_tracking_with_late_publications_and_effort(controller):
 
     twin = run(controller, scenario, jitter=0.5)
     assert twin.actions[-1] == (Action.CONTROL, "")
-    assert twin.compiled.finished["control"] > 0.9 * STEPS
+    assert twin.compiled.finished["answered"] > 0.9 * STEPS
     assert twin.loops[1].controller.estimator.changes > 0  # the estimator moved, in both alike
 
 
@@ -185,7 +186,7 @@ def test_superseded_repeated_and_out_of_order_states(controller):
     twin = run(controller, scenario)
     assert twin.actions[-1] == (Action.CONTROL, "")
     assert twin.loops[1].supervisor.repeated_joint_states > 100
-    assert twin.compiled.finished["control"] > 0.7 * STEPS
+    assert twin.compiled.finished["answered"] > 0.7 * STEPS
 
 
 def glitch(k, twin, plant, stamp, q, qd):
@@ -208,10 +209,11 @@ def frozen(k, twin, plant, stamp, q, qd):
 
 
 def rate_drop(k, twin, plant, stamp, q, qd):
+    # The stamps as a message carries them (whole nanoseconds), as each of the plant's steps.
     if EVENT <= k < EVENT + 10:  # the driver's stamps come 10 periods apart: 100 Hz
-        stamp = stamp + 9 * plant.dt * (k - EVENT + 1)
+        stamp = message_time(stamp + 9 * plant.dt * (k - EVENT + 1))
     elif k >= EVENT + 10:
-        stamp = stamp + 90 * plant.dt
+        stamp = message_time(stamp + 90 * plant.dt)
     return twin.state(stamp, stamp, q, qd)
 
 
@@ -268,7 +270,7 @@ ROWS = [
 def test_every_row_decides_alike(controller, scenario, action, words):
     twin = run(controller, scenario)
     assert_row_met(twin.actions, action, words)
-    assert twin.compiled.finished["control"] > EVENT / 2
+    assert twin.compiled.finished["answered"] > EVENT / 2
     assert sum(twin.compiled.deferred.values()) > 0 or scenario in (glitch, stale)
 
 
@@ -285,7 +287,7 @@ def test_a_stall_and_its_catch_up_decide_alike(controller):
     twin = run(controller, scenario)
     assert {action for action, reason in twin.actions if "waiting for the joint-state rate" not in reason} == {Action.CONTROL}
     assert all(loop.supervisor.faults == 0 for loop in twin.loops)
-    assert twin.compiled.finished["control"] > 0.9 * (STEPS - 18)
+    assert twin.compiled.finished["answered"] > 0.9 * (STEPS - 18)
 
 
 def test_the_compiled_step_defers_a_fault_and_tracks_after_rearming():
@@ -294,3 +296,25 @@ def test_the_compiled_step_defers_a_fault_and_tracks_after_rearming():
     assert supervisor.state == SupervisorState.ARMED and supervisor.faults == 1
     assert twin.actions[-1] == (Action.CONTROL, "")
     assert math.isfinite(twin.loops[0].supervisor.joint_state_rate)
+
+
+def disarmed_then_armed(k, twin, plant, stamp, q, qd):
+    """Disarmed until EVENT (ZERO, the platform held by forces of the test's own), then armed by the
+    operator."""
+    if k == EVENT:
+        assert twin.arm(stamp)[0]
+    answer = twin.state(stamp, stamp, q, qd, efforts=plant.applied_forces)
+    if k < EVENT:
+        plant.apply_forces(MODEL.gravity_term(q) - SAFETY.hold_damping * qd)  # a brake, not the loop
+        return None
+    return answer
+
+
+@pytest.mark.parametrize("controller", ["computed_torque", "double_loop"])
+def test_disarmed_states_and_arming_decide_alike(controller):
+    """The compiled step answers the disarmed states too, with the same decisions, poses and commands
+    in flight, and the arming that follows starts from the same state."""
+    twin = run(controller, disarmed_then_armed, loops=lambda name: TwinLoops(name, arm_on_start=False))
+    assert {action for action, _ in twin.actions[:EVENT - 1]} == {Action.ZERO}
+    assert twin.actions[-1] == (Action.CONTROL, "")
+    assert twin.compiled.finished["answered"] > 0.9 * STEPS  # the disarmed answers too

@@ -304,8 +304,10 @@ class ControllerProbe:
         for k in range(RATE_KNOWN_SPACINGS, -1, -1):
             self.states.publish(joint_state(end - k * RATE_KNOWN_PERIOD, HOME_Q))
         # Commands may be the watchdog's: wait until the node has taken the last state itself.
-        spin_until(self.executor, lambda: supervisor.rate_known and supervisor.feedback is not None
+        spin_until(self.executor, lambda: supervisor.feedback is not None
                    and supervisor.feedback.stamp >= end - RATE_KNOWN_PERIOD / 2, DELIVERY_TIMEOUT_S, "the settled states")
+        self.node.control.synchronize()  # the compiled step's rate window, into the supervisor read here
+        assert supervisor.rate_known
 
     def wait_for_status(self, predicate, what):
         spin_until(self.executor, lambda: any(predicate(status_of(d)) for d in self.diagnostics), DELIVERY_TIMEOUT_S, what)

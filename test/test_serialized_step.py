@@ -21,7 +21,17 @@ pytest.importorskip("rclpy")
 from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
-from test_compiled_step import EVENT, MODEL, ROWS, STEPS, TOLERANCE, assert_row_met, glitch, reference_stale
+from test_compiled_step import (
+    EVENT,
+    MODEL,
+    ROWS,
+    STEPS,
+    TOLERANCE,
+    assert_row_met,
+    disarmed_then_armed,
+    glitch,
+    reference_stale,
+)
 from test_compiled_step import run as compiled_run
 
 from hexapod_control.control.loop import ControlLoop, Serialized
@@ -46,8 +56,9 @@ def serialized(stamp, names, q, qd, efforts) -> bytes:
 class TripleLoops:
     """The serialized, the compiled and the Python loop, each with its own grid of the same trajectory."""
 
-    def __init__(self, controller: str):
-        self.loops = [ControlLoop(MODEL, controller, gain_set="simulated_plant", arm_on_start=True) for _ in range(3)]
+    def __init__(self, controller: str, arm_on_start: bool = True):
+        self.loops = [ControlLoop(MODEL, controller, gain_set="simulated_plant", arm_on_start=arm_on_start)
+                      for _ in range(3)]
         if self.loops[0].select_step("c") != "c" or self.loops[1].select_step("c") != "c":
             pytest.skip("the compiled step is unavailable (no C library)")
         assert self.loops[2].select_step("python") == "python"
@@ -91,7 +102,8 @@ class TripleLoops:
                 self.answered_in_c += 1
                 loop = self.loops[0]
                 forces = np.array(deserialize_message(loop.command_bytes, Float64MultiArray).data)
-                decision, pose = loop.last_decision, loop.last_decision.control.pose
+                record, _ = loop.answered_in_step()
+                decision, pose = record.decision, record.pose
                 error = ""
             else:
                 assert (compared is None) == (python is None), stamp
@@ -144,9 +156,10 @@ class TripleLoops:
             assert loop.controller.delay_periods == python.controller.delay_periods
 
 
-def run(controller: str, scenario, jitter: float = 0.0) -> TripleLoops:
+def run(controller: str, scenario, jitter: float = 0.0, arm_on_start: bool = True) -> TripleLoops:
     """test_compiled_step.run with the reference sampled at each state's stamp, off a grid."""
-    return compiled_run(controller, scenario, jitter=jitter, loops=TripleLoops, references=False)
+    return compiled_run(controller, scenario, jitter=jitter, references=False,
+                        loops=lambda name: TripleLoops(name, arm_on_start))
 
 
 @pytest.mark.parametrize("controller", ["computed_torque", "double_loop"])
@@ -201,3 +214,13 @@ def test_every_row_decides_alike_from_the_bytes(controller, scenario, action, wo
     triple = run(controller, scenario)
     assert_row_met(triple.actions, action, words)
     assert triple.answered_in_c > 0
+
+
+@pytest.mark.parametrize("controller", ["computed_torque", "double_loop"])
+def test_disarmed_states_are_answered_from_the_bytes_alike(controller):
+    """Disarmed, the C call answers ZERO and takes the grid's reference at each stamp, as the Python
+    loop takes its source's sample; the arming that follows starts from the same reference."""
+    triple = run(controller, disarmed_then_armed, arm_on_start=False)
+    assert {action for action, _ in triple.actions[:EVENT - 1]} == {Action.ZERO}
+    assert triple.actions[-1] == (Action.CONTROL, "")
+    assert triple.answered_in_c > 0.9 * STEPS

@@ -15,12 +15,15 @@ step they do not finish:
   measured forward kinematics, the delay estimator, the prediction under the forces in flight, the
   reference carried to the same instant, the wrapped control law of control_cycle.py), the
   supervisor's clamp and its saturation and frozen-feedback windows, and the command in flight;
+* ``hexapod_step_safe``: SafetySupervisor.command while it is disarmed or faulted: the ZERO or the
+  latched HOLD (set by the Python code in ``memory``), the state's pose, and what the Python loop
+  records of such a step (the drives' effort, the command in flight);
 * ``hexapod_step_published``: DelayCompensatedController.published.
 
 A step the C code does not finish returns a deferring status and leaves ``memory`` as it was: every
-row of the rule table that is not CONTROL (a fault, a HOLD, a rejected state), every deferred call of
-the numeric core, and the frozen-feedback judgement (once per window, a mass-matrix solve and a
-message) are the Python code's. ``memory`` holds, in the layout below, the state the Python objects
+row of the rule table that changes the supervisor's state (a fault latched, a rejected state), every
+deferred call of the numeric core, a hold force that cannot be computed, and the frozen-feedback
+judgement (once per window, a mass-matrix solve and a message) are the Python code's. ``memory`` holds, in the layout below, the state the Python objects
 hold as deques, tuples and arrays (compiled_step.py packs and unpacks it), and each function works on
 a copy of it that it writes back only when it finishes.
 """
@@ -71,6 +74,8 @@ STEP_SETTINGS = (
     ("longest_period", 1),  # its valid_rates.longest_period [s] (DoubleLoopController.integration_step)
     ("max_reference_position_step", 1),  # safety.*: the step from the last reference
     ("max_reference_angle_step", 1),
+    ("hold_damping", 1),  # safety.hold_damping [N*s/m]
+    ("hold_force_limit", 1),  # min(safety.hold_force_max, limits.actuator_force_max) [N]
 )
 # (name, size): the state carried from step to step.
 STEP_MEMORY = (
@@ -114,6 +119,11 @@ STEP_MEMORY = (
     ("ramp_start_pose", 6),
     ("ramp_displacement", 6),
     ("ramp_target", 6),
+    # The supervisor's action for a state taken while it is disarmed or faulted (ACTION_* below;
+    # ACTION_CONTROL while it tracks), set by the Python code whenever it hands the step over, and the
+    # warm start of the forward kinematics that such a state's pose and hold force are computed at.
+    ("action", 1),
+    ("safe_state", 24),
 )
 # (name, size): the inputs of one step.
 STEP_INPUTS = (
@@ -149,7 +159,7 @@ STEP_OUTPUTS = (
 STEP_STATUSES = (
     "taken",
     "repeated",
-    "control",
+    "answered",  # CONTROL, or the action of a disarmed or faulted supervisor (hexapod_step_safe)
     "invalid",  # a row of the invalid joint state
     "stale",
     "state_limits",  # the measured state outside the travel, the separation or the speed limit
@@ -164,6 +174,7 @@ STEP_STATUSES = (
     "reference",  # the reference at the stamp is not finite, or too far from the last: Python faults
     "layout",  # the message's bytes are not in the learned layout: Python reads it
     "grid",  # the reference grid holds no knots around the stamp: Python samples them
+    "hold_force",  # the hold force is not computable or not finite: Python escalates to ZERO
 )
 # hexapod_step_message's description of the joint states' bytes (ros/wire.py learns it), as int64:
 # the message size, the offsets of the stamp and of the positions, velocities and efforts (-1: no
@@ -174,6 +185,8 @@ WIRE_RUNS = 64  # runs at most: a layout with more is read by the Python code
 # The reference grid (control/reference_grid.py): a header, then knots of pose, velocity, acceleration.
 GRID_FIELDS = ("origin", "period", "first", "count")  # caller-clock t of the source's t = 0; [s]; knot indices
 GRID_KNOT = 18
+# The memory's "action": what a state taken in hexapod_step_safe is answered with.
+ACTIONS = ("control", "zero", "hold")
 
 TEMPLATE = r"""
 /* ------------------------------------------------------------------------------ the whole step */
@@ -384,7 +397,7 @@ static int step_estimate(double *memory, const double *settings, const double *c
     memcpy(memory + MEMORY_MEASUREMENT_PHI, phi, 3 * sizeof(double));
     const double tolerance = settings[STEP_STAMP_TOLERANCE];
     if (!had || !(0.0 < t - t0 && t - t0 < (1.0 + tolerance) * period)) {
-        return STEP_STATUS_CONTROL;
+        return STEP_STATUS_ANSWERED;
     }
     double applied[6];
     if (memory[MEMORY_EFFORT_STAMP] == t) {
@@ -417,7 +430,7 @@ static int step_estimate(double *memory, const double *settings, const double *c
         memory[MEMORY_DELAY_PERIODS] = best;
         memory[MEMORY_ESTIMATE_CHANGES] += 1.0;
     }
-    return STEP_STATUS_CONTROL;
+    return STEP_STATUS_ANSWERED;
 }
 
 int hexapod_step_command(const double *inputs, double *memory, const double *settings, const double *cycle_settings,
@@ -472,7 +485,7 @@ int hexapod_step_command(const double *inputs, double *memory, const double *set
     if (settings[STEP_ESTIMATE] != 0.0) {
         const int status = step_estimate(work, settings, cycle_settings, drives, parameters, t, q, qd, phi, period,
                                          &cycle_status);
-        if (status != STEP_STATUS_CONTROL) {
+        if (status != STEP_STATUS_ANSWERED) {
             out[OUTPUT_CYCLE_STATUS] = cycle_status;
             return status;
         }
@@ -576,7 +589,7 @@ int hexapod_step_command(const double *inputs, double *memory, const double *set
     memcpy(out + OUTPUT_PHI, phi, 3 * sizeof(double));
     out[OUTPUT_CYCLE_STATUS] = STATUS_OK;
     memcpy(memory, work, sizeof work);
-    return STEP_STATUS_CONTROL;
+    return STEP_STATUS_ANSWERED;
 }
 
 int hexapod_step_published(double *memory, const double *settings, double stamp, double when)
@@ -592,6 +605,58 @@ int hexapod_step_published(double *memory, const double *settings, double stamp,
     return 1;
 }
 
+int reduced_gravity_term(const double *q, const double *phi, const double *parameters, double *out);
+
+/* SafetySupervisor.command for a state taken while the supervisor is disarmed or faulted, with the
+ * action the Python code set in memory[MEMORY_ACTION]: ZERO, or HOLD (_act: g_bar(q) - hold_damping q_dot,
+ * clamped to +-hold_force_limit); the pose of the state (the outputs' pose and phi); and what the
+ * Python loop records of such a step: the drives' effort (measured_effort) and the command in flight
+ * (commanded). A pose or a hold force that cannot be computed leaves the step to the Python code,
+ * which escalates a HOLD to ZERO. */
+int hexapod_step_safe(const double *inputs, double *memory, const double *settings, const double *cycle_settings,
+                      const double *parameters, double *out)
+{
+    const double t = inputs[INPUT_STAMP];
+    const double *q = inputs + INPUT_Q, *qd = inputs + INPUT_QD;
+    double state[STATE_SIZE], measured[MEASURED_SIZE];
+    memcpy(state, memory + MEMORY_SAFE_STATE, sizeof state);
+    const int cycle_status = hexapod_measure(q, state, cycle_settings, measured);
+    if (cycle_status != STATUS_OK) {
+        out[OUTPUT_CYCLE_STATUS] = cycle_status;
+        return STEP_STATUS_MEASURE;
+    }
+    const double *phi = measured + MEASURED_PHI;
+    double forces[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, saturated[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    if (memory[MEMORY_ACTION] == ACTION_HOLD) {
+        double gravity[6];
+        if (reduced_gravity_term(q, phi, parameters, gravity) != 0) {
+            return STEP_STATUS_HOLD_FORCE;
+        }
+        const double limit = settings[STEP_HOLD_FORCE_LIMIT];
+        for (int k = 0; k < N_ACTUATORS; ++k) {
+            const double force = gravity[k] - settings[STEP_HOLD_DAMPING] * qd[k];
+            if (!isfinite(force)) {
+                return STEP_STATUS_HOLD_FORCE;
+            }
+            saturated[k] = fabs(force) > limit ? 1.0 : 0.0;
+            forces[k] = fmin(fmax(force, -limit), limit);
+        }
+    }
+    if (inputs[INPUT_EFFORT_GIVEN] != 0.0 && cycle_all_finite(inputs + INPUT_EFFORT, 6)) { /* measured_effort */
+        memory[MEMORY_EFFORT_STAMP] = t;
+        memcpy(memory + MEMORY_EFFORT, inputs + INPUT_EFFORT, 6 * sizeof(double));
+    }
+    step_commanded(memory + MEMORY_SENT, (int)settings[STEP_FLIGHT_LENGTH], t, forces, settings[STEP_FORCE_LIMIT]);
+    memcpy(memory + MEMORY_SAFE_STATE, state, sizeof state);
+    memcpy(out + OUTPUT_FORCES, forces, sizeof forces);
+    memcpy(out + OUTPUT_SATURATED, saturated, sizeof saturated);
+    memcpy(out + OUTPUT_POSE, measured + MEASURED_POSE, 6 * sizeof(double));
+    memcpy(out + OUTPUT_PHI, phi, 3 * sizeof(double));
+    out[OUTPUT_LAW_STATUS] = STATUS_OK; /* no law ran: nothing for its status to report */
+    out[OUTPUT_CYCLE_STATUS] = STATUS_OK;
+    return STEP_STATUS_ANSWERED;
+}
+
 /* ------------------------------------------------------------------------------ one message */
 /* hexapod_step_message: a serialized joint state taken (answer = 0: a superseded one, judged) or
  * answered, from its bytes to the command's, with the reference read off the grid at its stamp.
@@ -602,7 +667,7 @@ int hexapod_step_published(double *memory, const double *settings, double stamp,
  * hexapod_step_command), wire (int64, WIRE_* below), the learned message's bytes, the reference
  * grid (GRID_* below) and the command's bytes, whose six forces it writes when it answers. The
  * caller sets inputs[INPUT_NOW]. "layout" and "grid" leave everything untouched; after the intake
- * took the state (out[OUTPUT_INTAKE]), every status but "control" leaves the rest of the step to
+ * took the state (out[OUTPUT_INTAKE]), every status but "answered" leaves the rest of the step to
  * the Python code. */
 
 /* The stamp and the arrays of a message in the learned layout, into the inputs; 0 when its size or
@@ -717,9 +782,11 @@ static int step_ramp(const double *memory, double t, double *reference)
 }
 
 /* The step of the joint state in the inputs (its clock, stamp, arrays and effort), as
- * hexapod_step_message after reading the bytes: taken (answer = 0), or answered against the grid's
- * reference at its stamp, with the arming ramp's offset while it runs (the inputs keep the grid's
- * reference). Shared with the compiled lockstep loop (codegen/lockstep.py). */
+ * hexapod_step_message after reading the bytes: taken (answer = 0), or answered with the memory's
+ * action, the grid's reference at its stamp taken as the Python loop takes its player's sample of
+ * each answered state: tracked with the arming ramp's offset while it runs (CONTROL), or only taken
+ * (the ZERO or HOLD of hexapod_step_safe). The inputs keep the grid's reference. Shared with the
+ * compiled lockstep loop (codegen/lockstep.py). */
 static int step_inputs(void *const *arrays, int answer)
 {
     double *inputs = arrays[0], *memory = arrays[1], *out = arrays[6];
@@ -734,23 +801,36 @@ static int step_inputs(void *const *arrays, int answer)
     if (!answer || intake != STEP_STATUS_TAKEN) {
         return intake;
     }
-    if (step_reference_problem(reference, t, memory + MEMORY_REFERENCE, settings)) {
-        return STEP_STATUS_REFERENCE;
+    int status;
+    if (memory[MEMORY_ACTION] != ACTION_CONTROL) {
+        /* validated_reference while disarmed or faulted checks finiteness only */
+        if (!cycle_all_finite(reference, 18)) {
+            return STEP_STATUS_REFERENCE;
+        }
+        memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference);
+        status = hexapod_step_safe(inputs, memory, settings, arrays[3], arrays[5], out);
+        if (status != STEP_STATUS_ANSWERED) {
+            return status;
+        }
+    } else {
+        if (step_reference_problem(reference, t, memory + MEMORY_REFERENCE, settings)) {
+            return STEP_STATUS_REFERENCE;
+        }
+        memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference); /* tracked, for the command only */
+        const int ramp = memory[MEMORY_RAMP] != 0.0 && step_ramp(memory, t, inputs + INPUT_REFERENCE);
+        inputs[INPUT_REFERENCE_RECEIVED] = now;
+        status = hexapod_step_command(inputs, memory, settings, arrays[3], arrays[4], arrays[5], out);
+        memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference);
+        if (status != STEP_STATUS_ANSWERED) {
+            return status;
+        }
+        memory[MEMORY_RAMP] = ramp;
     }
-    memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference); /* tracked, for the command only */
-    const int ramp = memory[MEMORY_RAMP] != 0.0 && step_ramp(memory, t, inputs + INPUT_REFERENCE);
-    inputs[INPUT_REFERENCE_RECEIVED] = now;
-    const int status = hexapod_step_command(inputs, memory, settings, arrays[3], arrays[4], arrays[5], out);
-    memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference);
-    if (status != STEP_STATUS_CONTROL) {
-        return status;
-    }
-    memory[MEMORY_RAMP] = ramp;
     memory[MEMORY_REFERENCE_TAKEN] = 1.0;
     memory[MEMORY_REFERENCE_T] = t;
     memcpy(memory + MEMORY_REFERENCE, reference, sizeof reference);
     memory[MEMORY_REFERENCE_RECEIVED] = now;
-    return STEP_STATUS_CONTROL;
+    return STEP_STATUS_ANSWERED;
 }
 
 int hexapod_step_message(void *const *arrays, const unsigned char *data, long size, int answer)
@@ -760,7 +840,7 @@ int hexapod_step_message(void *const *arrays, const unsigned char *data, long si
         return STEP_STATUS_LAYOUT;
     }
     const int status = step_inputs(arrays, answer);
-    if (status == STEP_STATUS_CONTROL) {
+    if (status == STEP_STATUS_ANSWERED) {
         const double *out = arrays[6];
         memcpy((unsigned char *)arrays[10] + wire[WIRE_COMMAND], out + OUTPUT_FORCES, 6 * sizeof(double));
     }
@@ -793,5 +873,6 @@ def step_source() -> str:
         *_offsets("INPUT", STEP_INPUTS),
         *_offsets("OUTPUT", STEP_OUTPUTS),
         *(f"#define STEP_STATUS_{name.upper()} {code}" for code, name in enumerate(STEP_STATUSES)),
+        *(f"#define ACTION_{name.upper()} {code}" for code, name in enumerate(ACTIONS)),
     ]
     return "\n".join(layouts) + "\n" + TEMPLATE

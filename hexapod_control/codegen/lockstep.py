@@ -126,7 +126,7 @@ int hexapod_lockstep(void *const *step_arrays, void *const *plant_arrays, double
         inputs[INPUT_EFFORT_GIVEN] = 0.0;
         memset(inputs + INPUT_EFFORT, 0, 6 * sizeof(double));
         const int status = step_inputs(step_arrays, 1);
-        if (status != STEP_STATUS_CONTROL) {
+        if (status != STEP_STATUS_ANSWERED) {
             return lockstep_return(lock, j, LOCKSTEP_REASON_PENDING, status);
         }
         double *row = rows + j * LOCKSTEP_ROW_SIZE;
@@ -142,7 +142,7 @@ int hexapod_lockstep(void *const *step_arrays, void *const *plant_arrays, double
         const int delivered = lockstep_deliver(lock, acting);
         if (hexapod_plant_step(lock + LOCKSTEP_Q, lock + LOCKSTEP_QD, acting, lock + LOCKSTEP_WARM, plant_arrays[0],
                                plant_arrays[1], plant_arrays[2], plant_arrays[3], stepped) != STATUS_OK) {
-            return lockstep_return(lock, j, LOCKSTEP_REASON_PLANT, STEP_STATUS_CONTROL);
+            return lockstep_return(lock, j, LOCKSTEP_REASON_PLANT, STEP_STATUS_ANSWERED);
         }
         memcpy(lock + LOCKSTEP_Q, stepped + PLANT_Q, 6 * sizeof(double));
         memcpy(lock + LOCKSTEP_QD, stepped + PLANT_QD, 6 * sizeof(double));
@@ -155,10 +155,10 @@ int hexapod_lockstep(void *const *step_arrays, void *const *plant_arrays, double
             lock[LOCKSTEP_TRANSPORT_STEP] += 1.0;
         }
         if (stamp >= lock[LOCKSTEP_DIAGNOSTIC_DUE] || out[OUTPUT_LAW_STATUS] != 0.0) {
-            return lockstep_return(lock, j + 1, LOCKSTEP_REASON_ANSWERED, STEP_STATUS_CONTROL);
+            return lockstep_return(lock, j + 1, LOCKSTEP_REASON_ANSWERED, STEP_STATUS_ANSWERED);
         }
     }
-    return lockstep_return(lock, count, LOCKSTEP_REASON_FINISHED, STEP_STATUS_CONTROL);
+    return lockstep_return(lock, count, LOCKSTEP_REASON_FINISHED, STEP_STATUS_ANSWERED);
 }
 """
 

@@ -2,9 +2,11 @@
 
 ``generated/control_cycle.c`` (codegen/control_step.py) holds ``hexapod_step_intake`` (the
 supervisor's intake of a joint state), ``hexapod_step_command`` (the supervisor's decision while
-armed and tracking, around the delay-compensated control law) and ``hexapod_step_published``.
-:class:`ControlLoop` (loop.py) calls them through :class:`CompiledStep` while the supervisor is
-armed, tracking a reference and past its start; everything else runs the Python objects, which
+armed and tracking, around the delay-compensated control law), ``hexapod_step_safe`` (its ZERO or
+HOLD while disarmed or faulted) and ``hexapod_step_published``. :class:`ControlLoop` (loop.py)
+calls them through :class:`CompiledStep` while the supervisor is armed, tracking a reference and
+past its start, and while it is disarmed or faulted (the action the step answers with is set by
+the Python code, :meth:`CompiledStep.set_action`); everything else runs the Python objects, which
 stay the reference: the supervisor (safety.py), the delay compensation (delay_compensation.py) and
 the wrapped controller.
 
@@ -15,8 +17,8 @@ supervisor's simple fields (the feedback, the last stamp, the arrival times, the
 current in Python at every step. :meth:`CompiledStep.release` writes the array back into the Python
 objects before any Python code reads them (a deferred step, arming, a diagnostics status, a caller's
 :meth:`ControlLoop.synchronize`); :meth:`CompiledStep.take` reads them in again before the next
-compiled step. A step the C code does not finish (a fault, a HOLD, a rejected state, a deferred
-numeric call, a frozen-feedback window to judge) leaves ``memory`` as it was, and the Python code
+compiled step. A step the C code does not finish (one that latches a fault, a rejected state, a
+deferred numeric call, a frozen-feedback window to judge) leaves ``memory`` as it was, and the Python code
 runs that step from the released state, so both paths give the same decisions and forces
 (test_compiled_step.py holds them to 1e-12 on recorded sequences with every row of the rule table).
 
@@ -44,7 +46,7 @@ from hexapod_control.model import compiled
 from hexapod_control.model.kinematics import KinematicState
 
 _LAW_STATUSES = (ControlStatus.OK, ControlStatus.SATURATED, ControlStatus.NEAR_SINGULAR)
-_TAKEN, _REPEATED, _CONTROL = 0, 1, 2  # the first step statuses (StepLibrary checks them)
+_TAKEN, _REPEATED, _ANSWERED = 0, 1, 2  # the first step statuses (StepLibrary checks them)
 
 
 class StepLibrary:
@@ -62,16 +64,18 @@ class StepLibrary:
             self.command = library["hexapod_step_command"]
             self.published = library["hexapod_step_published"]
             self.message = library["hexapod_step_message"]
+            self.safe = library["hexapod_step_safe"]
         except (ValueError, AttributeError) as error:  # a symbol is missing
             raise CompilationError(f"{path} has no compiled step: {error}") from error
-        if self.statuses[:3] != ("taken", "repeated", "control"):
+        if self.statuses[:3] != ("taken", "repeated", "answered"):
             raise CompilationError(f"{path}: step statuses {self.statuses} do not begin with taken, repeated, control")
         pointer = ctypes.c_void_p
         self.intake.argtypes = [pointer] * 3
         self.command.argtypes = [pointer] * 7
+        self.safe.argtypes = [pointer] * 6
         self.published.argtypes = [pointer, pointer, ctypes.c_double, ctypes.c_double]
         self.message.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_long, ctypes.c_int]
-        for function in (self.intake, self.command, self.published, self.message):
+        for function in (self.intake, self.command, self.published, self.message, self.safe):
             function.restype = ctypes.c_int
         self.prediction = prediction
         self.cycle = prediction.cycle
@@ -127,6 +131,7 @@ class CompiledStep:
         self.supervisor = loop.supervisor
         self.controller: DelayCompensatedController = loop.controller
         self.law = self.controller.controller
+        self._pose_state = loop.pose_state  # the warm start of the poses the Python loop solves itself
         self._double_loop = self.law.name == "double_loop"
         size = compiled_cycle.CycleLibrary.size
         self.memory = np.zeros(size(library.memory))
@@ -160,6 +165,11 @@ class CompiledStep:
                                    *(ctypes.c_void_p(buffer.ctypes.data) for buffer in constants[1:]),
                                    ctypes.c_void_p(self._out.ctypes.data))
         self._intake_arguments = (inputs_at, memory_at, settings_at)
+        cycle_settings_at, _, parameters_at, out_at = self._command_arguments[3:]
+        self._safe = _unconverted(library.safe)
+        self._safe_arguments = (inputs_at, memory_at, settings_at, cycle_settings_at, parameters_at, out_at)
+        self._action_at = library.memory["action"].start
+        self.action = safety.Action.CONTROL  # what the step answers a taken state with (set_action)
         self._published = library.published
         self._published_arguments = (memory_at, settings_at)
         self._loop_slices = (outputs["joint_command"], outputs["velocity_error"])
@@ -216,6 +226,8 @@ class CompiledStep:
             "longest_period": law.valid_rates.longest_period,
             "max_reference_position_step": settings.max_reference_position_step,
             "max_reference_angle_step": settings.max_reference_angle_step,
+            "hold_damping": settings.hold_damping,
+            "hold_force_limit": min(settings.hold_force_max, limits.actuator_force_max),
         }
         layout = self.library.settings
         packed = np.full(compiled_cycle.CycleLibrary.size(layout), math.nan)
@@ -271,6 +283,7 @@ class CompiledStep:
         if prediction is not None:
             view("prediction_q")[...], view("prediction_qd")[...] = prediction
         _pack_warm_start(view("measured_state"), controller.measured_state)
+        _pack_warm_start(view("safe_state"), self._pose_state)
         law_state = view("law_state")
         _pack_warm_start(law_state, law.kinematic_state)
         if self._double_loop:
@@ -366,6 +379,7 @@ class CompiledStep:
         if view("prediction")[0]:
             controller.prediction = (view("prediction_q").copy(), view("prediction_qd").copy())
         _unpack_warm_start(view("measured_state"), controller.measured_state)
+        _unpack_warm_start(view("safe_state"), self._pose_state)
         law_state = view("law_state")
         _unpack_warm_start(law_state, law.kinematic_state)
         law.updated_at = _none_for_nan(view("updated_at")[0])
@@ -398,12 +412,38 @@ class CompiledStep:
         self._pack_command(self._inputs, self._command_offset, *((0.0,) * 7 if effort is None else (1.0, *effort)),
                            *reference.pose, *reference.velocity, *reference.acceleration, received)
         code = self._command(*self._command_arguments)
-        if code != _CONTROL:
+        if code != _ANSWERED:
             self._defer(self.library.statuses[code])
             return None
-        self.finished["control"] += 1
+        self.finished["answered"] += 1
         self._controlled = True
         return self.output(stamp)
+
+    def set_action(self, action: safety.Action) -> None:
+        """What the next taken states are answered with: CONTROL (the command step, against the grid's
+        reference for a message), or the ZERO or HOLD of a disarmed or faulted supervisor
+        (hexapod_step_safe). Not state the Python objects hold: set whenever the step is handed over."""
+        self.action = action
+        self.memory[self._action_at] = control_step.ACTIONS.index(action.value)
+
+    def safe(self, effort: np.ndarray | None) -> bool:
+        """Answer the state just taken by ``intake`` with the memory's ZERO or HOLD (hexapod_step_safe);
+        False when the step is left to the Python code (its pose or hold force not computable)."""
+        inputs = self._inputs
+        inputs[self._effort_given_at] = effort is not None
+        inputs[self._state_slices[2]] = 0.0 if effort is None else effort
+        code = self._safe(*self._safe_arguments)
+        if code != _ANSWERED:
+            self._defer(self.library.statuses[code])
+            return False
+        self.finished["answered"] += 1
+        return True
+
+    def safe_answer(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(forces, saturated flags, pose, phi) of the last answer of hexapod_step_safe."""
+        out = self._out.copy()
+        forces, saturated, pose, _ = (out[at] for at in self._output_slices)
+        return forces, saturated != 0.0, pose, out[self._phi_slice]
 
     def output(self, stamp: float) -> ControlOutput:
         """The ControlOutput of the last finished command (a command call's or a message's answer),
@@ -457,9 +497,9 @@ class CompiledStep:
             self.take()
         self._inputs[0] = now
         status = self.library.statuses[self._message(self._message_arrays, data, len(data), answer)]
-        if status in ("taken", "repeated", "control"):
+        if status in ("taken", "repeated", "answered"):
             self.finished[status] += 1
-            self._controlled |= status == "control"
+            self._controlled |= status == "answered" and self.action == safety.Action.CONTROL
         elif status not in ("layout", "grid"):
             self._defer(status)
         return status
@@ -483,10 +523,10 @@ class CompiledStep:
 
     def served(self, answers: int, taken: int, repeated: int) -> None:
         """Count the steps an rcl loop in C ran on ``memory`` (which it owned meanwhile)."""
-        self.finished["control"] += answers
+        self.finished["answered"] += answers
         self.finished["taken"] += taken
         self.finished["repeated"] += repeated
-        self._controlled |= answers > 0
+        self._controlled |= answers > 0 and self.action == safety.Action.CONTROL
 
     def last_valid(self) -> tuple[float, np.ndarray, np.ndarray]:
         """(stamp, q, qd) of the last valid state the C code took."""

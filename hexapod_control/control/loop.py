@@ -125,9 +125,10 @@ class ControlLoop:
     """Supervisor and controller of one process, fed with plain numbers (see the module doc).
 
     ``model`` is shared (immutable); the controller, the supervisor and the pose output each keep
-    their own forward-kinematics warm start. While armed and tracking, each joint state runs as
-    compiled C calls when the library is available (compiled_step.py: the same decisions and
-    forces as the Python objects, which then hold their state only after :meth:`synchronize`).
+    their own forward-kinematics warm start. While armed and tracking, and while disarmed or
+    faulted, each joint state runs as compiled C calls when the library is available
+    (compiled_step.py: the same decisions and forces as the Python objects, which then hold their
+    state only after :meth:`synchronize`).
     ``arm_on_start`` arms at the first valid joint state and holds until the rate is known
     (simulation); on the robot the operator arms with :meth:`arm`. A ``controllers.rate`` outside
     the gain set's ``valid_rates``, or a HOLD damper unstable at their lowest rate, is a
@@ -152,6 +153,7 @@ class ControlLoop:
         self._last_decision: Decision | None = None
         self._decision_in_step = False  # the last decision is the compiled step's last answer (built when read)
         self._answered_stamp = math.nan  # the stamp of that answer
+        self._answered_action = Action.CONTROL  # and its action
         self.last_reference_stamp: float | None = None
         self.last_arm: tuple[bool, str] | None = None  # the answer to the last arm request
         self._names = (list(self.joint_names), tuple(self.joint_names))  # a message's names as they usually come
@@ -174,10 +176,18 @@ class ControlLoop:
         """The decision last made (of a joint state or a watchdog)."""
         if self._decision_in_step:
             self._decision_in_step = False
-            output = self._step.output(self._answered_stamp)
-            self._last_decision = Decision(output.forces, Action.CONTROL, SupervisorState.ARMED, "", output,
-                                           output.saturated)
+            if self._answered_action == Action.CONTROL:
+                output = self._step.output(self._answered_stamp)
+                self._last_decision = Decision(output.forces, Action.CONTROL, SupervisorState.ARMED, "", output,
+                                               output.saturated)
+            else:
+                self._last_decision = self._safe_decision(self._answered_action, *self._step.safe_answer()[:2])
         return self._last_decision
+
+    def _safe_decision(self, action: Action, forces: np.ndarray, saturated: np.ndarray) -> Decision:
+        """The supervisor's decision of a state the compiled step answered with ``action`` (ZERO or HOLD):
+        disarmed or faulted, for the reason it holds (SafetySupervisor.command)."""
+        return Decision(forces, action, self.supervisor.state, self.supervisor.reason, None, saturated)
 
     @last_decision.setter
     def last_decision(self, decision: Decision | None) -> None:
@@ -302,13 +312,18 @@ class ControlLoop:
                 effort = finite_effort(efforts, len(self.joint_names))  # in joint order, as drivers send them
             else:
                 effort = effort_in_order(names, efforts, self.joint_names)
-        decision = None
-        finished_in_c = False
-        if compiled and self._tracking():
+        decision = pose = phi = None
+        action = self._compiled_action() if compiled else None  # the reference source may have faulted
+        if action == Action.CONTROL:
             output = self._step.command(stamp, effort, supervisor.tracked_reference(stamp), supervisor.reference.received)
             if output is not None:
                 decision = Decision(output.forces, Action.CONTROL, supervisor.state, "", output, output.saturated)
-                finished_in_c = True
+                pose, phi = output.pose, self._step.last_phi  # of the measured state, finite when the step finishes
+        elif action is not None:
+            self._step.set_action(action)
+            if self._step.safe(effort):
+                forces, saturated, pose, phi = self._step.safe_answer()
+                decision = self._safe_decision(action, forces, saturated)
         if decision is None:
             if self._step is not None:
                 self._step.release()
@@ -319,26 +334,23 @@ class ControlLoop:
                 self.last_arm = supervisor.arm(now, self.controller.reset, hold_until_rate_known=True)
             decision = self._command(now, stamp)
         self.last_decision = decision
-        pose = None
-        if finished_in_c:
-            pose = decision.control.pose  # of the measured state, finite when the compiled step finishes
-        elif decision.control is not None and np.all(np.isfinite(decision.control.pose)):
+        if pose is None and decision.control is not None and np.all(np.isfinite(decision.control.pose)):
             pose = decision.control.pose  # the controller's FK of this very state: no second solve
-        else:
+        elif pose is None:  # else the compiled step's, of the measured state
             try:
                 pose = self.model.forward_kinematics(feedback.q, self.pose_state).pose
             except HexapodError:
                 pass  # the FK node publishes nothing on a failure (an ERROR diagnostic only)
-        phi = self._step.last_phi if finished_in_c else None
         return StepRecord(stamp, feedback.q, feedback.qd, pose, decision, self.diagnostic(now), phi=phi)
 
     def _compiled_intake(self, now: float, stamp, names, positions, velocities, steady: float | None) -> Intake | None:
-        """The compiled intake of a joint state while tracking: TAKEN or REPEATED, with the supervisor's
-        simple fields kept current; None when the supervisor's own intake is to judge it."""
+        """The compiled intake of a joint state the compiled step may answer (:meth:`_compiled_action`):
+        TAKEN or REPEATED, with the supervisor's simple fields kept current; None when the
+        supervisor's own intake is to judge it."""
         step = self._step
         if step is None:
             return None
-        if self._tracking() and isinstance(stamp, float):
+        if self._compiled_action() is not None and isinstance(stamp, float):
             arrays = self._arrays(names, positions, velocities)
             if arrays is not None:
                 status = step.intake(now, stamp, *arrays)
@@ -351,11 +363,22 @@ class ControlLoop:
         step.release()
         return None
 
-    def _tracking(self) -> bool:
-        """Armed, past the start and with a reference: the steps the compiled code may finish."""
+    def tracking(self) -> bool:
+        """Armed, past the start and with a reference: the steps the compiled code may command."""
+        return self._compiled_action() == Action.CONTROL
+
+    def _compiled_action(self) -> Action | None:
+        """The action the compiled step may answer a state taken now with: CONTROL while tracking, ZERO
+        while disarmed, the latched action while faulted; None where the Python objects decide (armed
+        before tracking: the start, no reference yet; or arming at the first state)."""
         supervisor = self.supervisor
-        return (supervisor.state == SupervisorState.ARMED and not supervisor.start_pending
-                and supervisor.reference is not None and not self.arm_on_start)
+        if self.arm_on_start:
+            return None
+        if supervisor.state == SupervisorState.DISARMED:
+            return Action.ZERO
+        if supervisor.state == SupervisorState.FAULT:
+            return supervisor.fault_action
+        return Action.CONTROL if not supervisor.start_pending and supervisor.reference is not None else None
 
     def _arrays(self, names, positions, velocities) -> tuple[np.ndarray, np.ndarray] | None:
         """(q, qd) in joint order, or None to leave the joint state to the supervisor's intake."""
@@ -405,13 +428,14 @@ class ControlLoop:
     def serialized_joint_state(self, now: float, data: bytes, steady: float | None = None, answer: bool = True,
                                extend_reference: Callable[[float], None] | None = None,
                                reference_source: ReferenceSource | None = None) -> Serialized | StepRecord:
-        """Take a joint state as its bytes, in one C call while tracking: ``answer`` it (ANSWERED: its
-        command is :attr:`command_bytes`; DONE: a repeat), or only judge it (DONE) as :meth:`judge`.
+        """Take a joint state as its bytes, in one C call while tracking, disarmed or faulted:
+        ``answer`` it (ANSWERED: its command is :attr:`command_bytes`; DONE: a repeat), or only judge
+        it (DONE) as :meth:`judge`.
 
         UNREAD: nothing was done; read the message and pass it to :meth:`joint_state` (or judge):
-        not tracking, another layout, or a state the supervisor's own intake is to judge. A state
-        the compiled intake took but whose command it left to Python is answered here by the Python
-        objects, as :meth:`joint_state` would (the StepRecord). ``extend_reference(stamp)``: have the
+        armed before tracking, another layout, or a state the supervisor's own intake is to judge.
+        A state the compiled intake took but whose command it left to Python is answered here by the
+        Python objects, as :meth:`joint_state` would (the StepRecord). ``extend_reference(stamp)``: have the
         reference grid hold the knots around the stamp (the player samples its source);
         ``reference_source``: as for :meth:`joint_state`.
         """
@@ -434,42 +458,56 @@ class ControlLoop:
         if status == "repeated":
             self._mirror(now, None)
             return Serialized.DONE
-        if status != "control" and step.message_intake() != "taken":
+        if status != "answered" and step.message_intake() != "taken":
             return Serialized.UNREAD  # the supervisor's intake judges it (nothing was changed)
         stamp, q, qd, efforts = step.message_state()
         self._mirror(now, Feedback(stamp=stamp, received=now, q=q, qd=qd), steady)
         if status == "taken":
             return Serialized.DONE
-        if status == "control":
-            self.last_reference_stamp = self._answered_stamp = stamp
-            self._decision_in_step = True
+        if status == "answered":
+            self._answered_in_c(stamp)
             return Serialized.ANSWERED
         step.release()  # taken in C, decided by the Python objects from here
         return self._answer(now, stamp, self._names[0], reference_source, efforts, compiled=False)
 
     def ready_for_c(self) -> bool:
-        """Whether an rcl loop in C may run the compiled step on the bytes now (tracking, serving
-        bytes); the step's memory is then the state of record."""
-        return self._serves_bytes() and self.ready_for_compiled_steps()
+        """Whether an rcl loop in C may run the compiled step on the bytes now (serving bytes, and
+        tracking, disarmed or faulted); the step's memory is then the state of record."""
+        if not self._serves_bytes():
+            return False
+        if not self._step.owned:
+            self._step.take()
+        return True
 
     def ready_for_compiled_steps(self) -> bool:
         """Whether C code may run the compiled step against a reference grid now (tracking; the
         arming ramp's offset is added in C); the step's memory is then the state of record."""
         step = self._step
-        if step is None or not self._tracking():
+        if step is None or not self.tracking():
             return False
+        step.set_action(Action.CONTROL)
         if not step.owned:
             step.take()
         return True
 
     def _serves_bytes(self) -> bool:
-        """Serving bytes (serve_serialized) and tracking: the steps the message step may finish."""
+        """Serving bytes (serve_serialized) and an action the message step may answer with, which it
+        is given."""
         step = self._step
-        return step is not None and step.serving and self._tracking()
+        if step is None or not step.serving:
+            return False
+        action = self._compiled_action()
+        if action is None:
+            return False
+        step.set_action(action)
+        return True
 
-    def tracking_status_due(self) -> float:
-        """When the next diagnostics status of a tracking answer is due (-inf: at the next answer)."""
-        return self.throttle.next_due(Level.OK, "tracking")
+    def compiled_status_due(self) -> float:
+        """When the next diagnostics status of an answer of the compiled step with its action is due
+        (-inf: at the next answer): a tracking one's, or the disarmed or faulted supervisor's."""
+        if self._compiled_action() == Action.CONTROL:
+            return self.throttle.next_due(Level.OK, "tracking")
+        return self.throttle.next_due(*grade(None, self.supervisor))
 
     def served_in_c(self, answers: int, taken: int, repeated: int, message_now: float, taken_now: float,
                     taken_steady: float, last_answered: float) -> None:
@@ -485,16 +523,30 @@ class ControlLoop:
             stamp, q, qd = step.last_valid()
             self._mirror(taken_now, Feedback(stamp=stamp, received=taken_now, q=q, qd=qd), taken_steady)
         if answers:
-            self.last_reference_stamp = self._answered_stamp = last_answered
-            self._decision_in_step = True
+            self._answered_in_c(last_answered)
+
+    @property
+    def answered_action(self) -> Action:
+        """The action of the compiled step's last answer (:meth:`serialized_joint_state`, :meth:`served_in_c`)."""
+        return self._answered_action
+
+    def _answered_in_c(self, stamp: float) -> None:
+        """The compiled step answered the state stamped ``stamp`` with its action (the last decision,
+        built when read), and took the grid's reference at that stamp."""
+        self.last_reference_stamp = self._answered_stamp = stamp
+        self._answered_action = self._step.action
+        self._decision_in_step = True
 
     def answered_in_step(self) -> tuple[StepRecord, Reference]:
         """The record of the joint state just ANSWERED by :meth:`serialized_joint_state`, and the
         reference it was answered against (for the outputs a node sends now and then)."""
         decision, feedback = self.last_decision, self.supervisor.feedback
-        record = StepRecord(feedback.stamp, feedback.q, feedback.qd, decision.control.pose, decision, None,
-                            phi=self._step.last_phi)
-        return record, self._step.message_reference()
+        if decision.action == Action.CONTROL:
+            pose, phi = decision.control.pose, self._step.last_phi
+        else:
+            _, _, pose, phi = self._step.safe_answer()
+        return StepRecord(feedback.stamp, feedback.q, feedback.qd, pose, decision, None, phi=phi), \
+            self._step.message_reference()
 
     def judge(self, now: float, stamp: float, names, positions, velocities, steady: float | None = None) -> None:
         """Validate a joint state that will not be answered (a newer one waits): it counts and latches
@@ -534,7 +586,9 @@ class ControlLoop:
     # -------------------------------------------------------------- diagnostics
     def diagnostic(self, now: float, force: bool = False) -> DiagnosticStatus | None:
         """The status of the last decision when due (or ``force``), else None."""
-        if self._decision_in_step and self._step.law_ok():  # what grade() says of it, without building it
+        if self._decision_in_step and self._answered_action != Action.CONTROL:
+            level, message = grade(None, self.supervisor)  # disarmed or faulted: the decision says no more
+        elif self._decision_in_step and self._step.law_ok():  # what grade() says of it, without building it
             level, message = Level.OK, "tracking"
         else:
             level, message = grade(self.last_decision, self.supervisor)
@@ -566,5 +620,5 @@ class ControlLoop:
             "faults": supervisor.faults,
             "last_error": supervisor.last_error,
             # The answers the compiled step finished (compiled_step.py); every other one ran the Python objects.
-            "compiled_answers": self._step.finished["control"] if self._step is not None else 0,
+            "compiled_answers": self._step.finished["answered"] if self._step is not None else 0,
         }

@@ -121,9 +121,10 @@ everything valid                                                          CONTRO
   cannot be built, arming is refused, or a HOLD fault when the reference came later). The
   reference keeps moving meanwhile; it is reached, never jumped to: even a millimetre's offset
   taken at once is a step that the position gains answer at the force limit.
-* While armed and tracking, the control loop runs these rows as compiled C calls
-  (control/compiled_step.py); every decision other than CONTROL, and every rejected state, is this
-  class's, and both give the same decisions and forces (test_compiled_step.py).
+* While armed and tracking, and while disarmed or faulted, the control loop runs these rows as
+  compiled C calls (control/compiled_step.py); every change of state (a fault latched, arming), and
+  every rejected state, is this class's, and both give the same decisions and forces
+  (test_compiled_step.py).
 * Below the node: if the node's process dies, nothing it decides reaches the drives. The drive
   side must zero the force when commands stop (see the controller node and doc/robot.md).
 """

@@ -1,10 +1,10 @@
-"""The robot stack's joint states served by an rcl loop in C while it tracks (rcl_loop.c).
+"""The robot stack's joint states served by an rcl loop in C (rcl_loop.c): tracking, disarmed or faulted.
 
 Why. In an rclpy node the wait set, the take and the publish are Python calls with their objects
 at every state: at 1 kHz that floor alone is above the loop's budget (doc/benchmarks.md, "The
-floor"). While the stack tracks, everything per joint state is already one C call of the compiled
-step (reading the bytes, the reference off the grid, the decision, the command's bytes:
-ControlLoop.serialized_joint_state); this loop makes the wait, the take and the publish C calls
+floor"). While the stack tracks, and while it is disarmed or faulted, everything per joint state is
+already one C call of the compiled step (reading the bytes, the reference off the grid, the
+decision, the command's bytes: ControlLoop.serialized_joint_state); this loop makes the wait, the take and the publish C calls
 too, so that no Python runs per state. It returns to the Python loop for everything else: a pause
 in the joint states long enough for the watchdogs to look (while states come, the compiled step
 rejects a stale one itself), a message the compiled step does not finish, and the work that
@@ -144,8 +144,8 @@ class RclLoop:
         self.io_index = {name[len("LOOP_IO_"):].lower(): value for name, value in names.items()
                          if name.startswith("LOOP_IO_") and name != "LOOP_IO_SIZE"}
         statuses = step.library.statuses
-        if (names["STEP_TAKEN"], names["STEP_REPEATED"], names["STEP_CONTROL"]) != tuple(
-                statuses.index(name) for name in ("taken", "repeated", "control")):
+        if (names["STEP_TAKEN"], names["STEP_REPEATED"], names["STEP_ANSWERED"]) != tuple(
+                statuses.index(name) for name in ("taken", "repeated", "answered")):
             raise ValueError(f"{SOURCE.name}'s step statuses differ from the library's {statuses}")
         if [names[f"WATCHED_{kind.upper()}"] for kind in WATCHED_KINDS] != list(range(names["WATCHED_KINDS"])):
             raise ValueError(f"{SOURCE.name}'s watched kinds are not in the order {WATCHED_KINDS}")

@@ -1,4 +1,5 @@
-/* The robot stack's joint-state loop at the rcl level: no Python per joint state while tracking.
+/* The robot stack's joint-state loop at the rcl level: no Python per joint state while the compiled
+ * step answers (tracking, disarmed or faulted).
  *
  * ros/native_loop.py builds this file against the environment's rcl headers and calls
  * hexapod_rcl_loop with the rcl handles of the stack's joint-state subscription and command
@@ -13,8 +14,8 @@
  * It returns to Python, which does the rest as the wait-set loop does, when:
  *   - the monotonic deadline passes, or no message came for LOOP_IO_QUIET seconds (the watchdogs'
  *     turn: while states come, the step itself rejects a stale one): LOOP_DEADLINE;
- *   - a message is one the compiled step does not finish (another layout, no reference knot, any
- *     row of the rule table but CONTROL): it and the messages taken after it are copied to
+ *   - a message is one the compiled step does not finish (another layout, no reference knot, a
+ *     step that latches a fault, a rejected state): it and the messages taken after it are copied to
  *     `pending`, LOOP_PENDING;
  *   - an answer is due to be followed by Python's work (the executor's poll due, a diagnostics
  *     status due, a decimated publication due, the law's status not ok, the answers Python asked to
@@ -41,7 +42,7 @@ typedef int (*step_published_fn)(double *memory, const double *settings, double 
 /* Step statuses this loop tells apart (codegen/control_step.py STEP_STATUSES, checked by native_loop.py). */
 #define STEP_TAKEN 0
 #define STEP_REPEATED 1
-#define STEP_CONTROL 2
+#define STEP_ANSWERED 2
 
 /* Return values. */
 #define LOOP_DEADLINE 0
@@ -238,7 +239,7 @@ int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, r
                 io[LOOP_IO_TAKEN_STEADY] = steady;
                 continue;
             }
-            if (status != STEP_CONTROL) {
+            if (status != STEP_ANSWERED) {
                 /* Python takes it and the ones after it from here, as one wake (the step left its memory
                  * as it was, or its intake took the answered state: LOOP_IO_PENDING_*). */
                 io[LOOP_IO_SUPERSEDED] -= count - 1 - k;

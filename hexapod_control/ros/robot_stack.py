@@ -38,10 +38,11 @@ polling the executor every ``SERVICE_POLL_PERIOD_S``, each poll starting no call
 that budget plus one callback. When the loop falls behind, only the newest waiting joint state is
 answered; the older ones are counted as ``superseded_joint_states`` (an answer to them would be
 overwritten at once) and judged all the same: a bad one counts and latches, a good one is a
-spacing of the measured rate (control/safety.py). While tracking, each message's bytes go to the
-compiled step in one C call (ControlLoop.serialized_joint_state: the reference read off the
-player's grid at the stamp, the command's bytes written). ``native`` (default): the same loop,
-where while tracking an rcl loop in C (:mod:`hexapod_control.ros.native_loop`) also waits, takes
+spacing of the measured rate (control/safety.py). While tracking, disarmed or faulted, each
+message's bytes go to the compiled step in one C call (ControlLoop.serialized_joint_state: the
+reference read off the player's grid at the stamp, the command's bytes written; disarmed or
+faulted, the player's hold follows the measured pose after each answer, or at each return of the
+rcl loop in C). ``native`` (default): the same loop, where meanwhile an rcl loop in C (:mod:`hexapod_control.ros.native_loop`) also waits, takes
 and publishes, so that no Python runs per joint state; it returns to this loop for any message
 the compiled step does not finish, when the joint states pause, and right after an answer for the
 diagnostics and decimated outputs when due. Its wait watches the services, timers and other
@@ -71,7 +72,7 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from hexapod_control.bags import StepMessages
 from hexapod_control.control.loop import Serialized
-from hexapod_control.control.safety import SupervisorState
+from hexapod_control.control.safety import Action, SupervisorState
 from hexapod_control.control.trajectory_player import TRAJECTORY_CHOICES, TrajectoryPlayer
 from hexapod_control.conventions import TOPICS, check_frame
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
@@ -154,8 +155,8 @@ class RobotStackNode(ControllerNode):
         self._wall_clock = not self.get_parameter("use_sim_time").value  # stamps comparable with time.time()
         self.executor_choice = declare_choice(
             self, "executor", EXECUTORS[0], EXECUTORS,
-            "native: the joint states in a loop of their own, served in C while tracking; wait_set: the same "
-            "loop in Python; or an rclpy executor")
+            "native: the joint states in a loop of their own, served by an rcl loop in C (in Python from arming "
+            "to tracking); wait_set: the same loop in Python; or an rclpy executor")
         self.superseded_joint_states = 0
         self.rcl_loop_answers = 0  # answers the rcl loop in C published
         self.realtime_priority = declare_realtime_priority(self, CONTROL_LOOP_PRIORITY)
@@ -203,8 +204,8 @@ class RobotStackNode(ControllerNode):
     def _on_joint_states(self, messages: list[bytes]) -> None:
         """The serialized joint states taken at one wake: the newest answered, the others judged.
 
-        While tracking, the compiled step takes each one's bytes and answers with the command's
-        (ControlLoop.serialized_joint_state); the rest is read and run as usual."""
+        While tracking, disarmed or faulted, the compiled step takes each one's bytes and answers with
+        the command's (ControlLoop.serialized_joint_state); the rest is read and run as usual."""
         self.superseded_joint_states += len(messages) - 1
         for message in messages[:-1]:
             if self._serialized(message, answer=False) is Serialized.UNREAD:
@@ -260,11 +261,22 @@ class RobotStackNode(ControllerNode):
 
     def _after_answer_in_step(self, stamp: float, now: float) -> None:
         """The diagnostics status and the decimated outputs after an answer of the compiled step."""
+        answer = self.control.answered_in_step  # armed: no measured pose for the player to follow
+        if self.control.answered_action != Action.CONTROL:
+            answered = self.control.answered_in_step()
+            self._follow(stamp, answered[0])
+            answer = lambda: answered  # noqa: E731
         status = self.control.diagnostic(now)
         if status is not None:
             self._publish_status(now, status)
-        # Armed: no measured pose for the player to follow.
-        self._advance_decimated(stamp, self.control.answered_in_step)
+        self._advance_decimated(stamp, answer)
+
+    def _follow(self, stamp: float, record) -> None:
+        """After an answer of the compiled step while disarmed or faulted: the player's hold moved to
+        the measured pose, as after an answer in Python (_after_joint_state); after the answers of an
+        rcl loop in C, at its returns only."""
+        if record.pose is not None:
+            self.player.measured(record.pose, stamp, follow=True)
 
     # -------------------------------------------------------------- the rcl loop in C
     def _serve_in_c(self, until: float, poll: float) -> bool:
@@ -283,7 +295,7 @@ class RobotStackNode(ControllerNode):
         if not self.player.grid.holds(latest + GRID_AHEAD_KNOTS * period):
             self.player.hold(latest - period, latest + GRID_SPAN_KNOTS * period)
         served = self._rcl_loop.run(poll + self.watchdog_period, self.watchdog_period, poll,
-                                    self.control.tracking_status_due(), self._next_publication,
+                                    self.control.compiled_status_due(), self._next_publication,
                                     1 if self._decimated_open else 0, self.loop.executor_entities())
         if served.executor_ready:
             self.loop.request_poll()
@@ -295,7 +307,9 @@ class RobotStackNode(ControllerNode):
         self._log_answers(served.log[:, 0].tolist(), served.log[:, 1].tolist())
         if served.reason == "answered":
             self._after_answer_in_step(served.last_answered, served.taken_now)
-        elif served.reason == "pending":
+        elif served.answers and self.control.answered_action != Action.CONTROL:
+            self._follow(served.last_answered, self.control.answered_in_step()[0])
+        if served.reason == "pending":
             self._on_pending(served)
         return True
 

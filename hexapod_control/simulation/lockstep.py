@@ -172,7 +172,7 @@ class LockstepLoop:
                     count = min(total - self.steps, compiled_lockstep.BLOCK_STEPS - len(block))
                     first = round(self.plant.time / self.plant.dt)  # plant.time is steps * dt
                     stamps = message_times(np.arange(first, first + count), self.plant.dt)
-                    due = self.control.tracking_status_due()
+                    due = self.control.compiled_status_due()
                     # The call returns at the answer a status is due at: no stamp past it is needed.
                     stamps = stamps[:int(np.searchsorted(stamps, due)) + 1]
                     self._start_grid()

@@ -891,11 +891,11 @@ int hexapod_predict(const double *q, const double *qd, const double *phi, const 
 }
 
 /* Layouts of the whole step's arrays (read by compiled_step.py), and their offsets. */
-const char hexapod_step_settings[] = "max_future_stamp[1] max_feedback_age[1] plausible_position_margin[1] plausible_speed_factor[1] plausible_step_margin[1] reference_timeout[1] max_saturation_time[1] frozen_feedback_time[1] position_min[1] position_max[1] min_slider_separation[1] speed_max[1] force_limit[1] rate_min[1] rate_max[1] rate_tolerance[1] rate_known_spacings[1] rate_window[1] rate_drop_span[1] period_window[1] nominal_period[1] flight_length[1] stamp_tolerance[1] estimate[1] max_delay_periods[1] longest_delay[1] estimator_time_constant[1] switch_ratio[1] double_loop[1] law_period[1] longest_period[1] max_reference_position_step[1] max_reference_angle_step[1]";
-const char hexapod_step_memory[] = "last_stamp[1] last_valid[1] last_valid_stamp[1] last_valid_q[6] last_valid_qd[6] rate[203] saturated_since[1] frozen_since[1] frozen_force_sum[6] frozen_commands[1] period[33] sent[130] effort_stamp[1] effort[6] measurement[1] measurement_t[1] measurement_q[6] measurement_qd[6] measurement_phi[3] misfits[16] delay_periods[1] estimate_changes[1] prediction[1] prediction_q[6] prediction_qd[6] measured_state[24] law_state[24] updated_at[1] reference_taken[1] reference_t[1] reference[18] reference_received[1] ramp[1] ramp_start[1] ramp_duration[1] ramp_start_pose[6] ramp_displacement[6] ramp_target[6]";
+const char hexapod_step_settings[] = "max_future_stamp[1] max_feedback_age[1] plausible_position_margin[1] plausible_speed_factor[1] plausible_step_margin[1] reference_timeout[1] max_saturation_time[1] frozen_feedback_time[1] position_min[1] position_max[1] min_slider_separation[1] speed_max[1] force_limit[1] rate_min[1] rate_max[1] rate_tolerance[1] rate_known_spacings[1] rate_window[1] rate_drop_span[1] period_window[1] nominal_period[1] flight_length[1] stamp_tolerance[1] estimate[1] max_delay_periods[1] longest_delay[1] estimator_time_constant[1] switch_ratio[1] double_loop[1] law_period[1] longest_period[1] max_reference_position_step[1] max_reference_angle_step[1] hold_damping[1] hold_force_limit[1]";
+const char hexapod_step_memory[] = "last_stamp[1] last_valid[1] last_valid_stamp[1] last_valid_q[6] last_valid_qd[6] rate[203] saturated_since[1] frozen_since[1] frozen_force_sum[6] frozen_commands[1] period[33] sent[130] effort_stamp[1] effort[6] measurement[1] measurement_t[1] measurement_q[6] measurement_qd[6] measurement_phi[3] misfits[16] delay_periods[1] estimate_changes[1] prediction[1] prediction_q[6] prediction_qd[6] measured_state[24] law_state[24] updated_at[1] reference_taken[1] reference_t[1] reference[18] reference_received[1] ramp[1] ramp_start[1] ramp_duration[1] ramp_start_pose[6] ramp_displacement[6] ramp_target[6] action[1] safe_state[24]";
 const char hexapod_step_inputs[] = "now[1] stamp[1] q[6] qd[6] effort_given[1] effort[6] reference[18] reference_received[1]";
 const char hexapod_step_outputs[] = "forces[6] saturated[6] pose[6] pose_error[6] position_error_norm[1] orientation_error_norm[1] law_status[1] jacobian_conditioning[1] constraint_conditioning[1] fk_iterations[1] fk_residual[1] joint_command[6] velocity_error[6] phi[3] cycle_status[1] intake[1]";
-const char hexapod_step_statuses[] = "taken repeated control invalid stale state_limits rate reference_stale measure applied_force predict law saturation frozen_window reference layout grid";
+const char hexapod_step_statuses[] = "taken repeated answered invalid stale state_limits rate reference_stale measure applied_force predict law saturation frozen_window reference layout grid hold_force";
 #define WINDOW_HEADER 3
 #define SENT_ENTRY 8
 #define FLIGHT_CAPACITY 16
@@ -947,7 +947,9 @@ const char hexapod_step_statuses[] = "taken repeated control invalid stale state
 #define STEP_LONGEST_PERIOD 30
 #define STEP_MAX_REFERENCE_POSITION_STEP 31
 #define STEP_MAX_REFERENCE_ANGLE_STEP 32
-#define STEP_SIZE 33
+#define STEP_HOLD_DAMPING 33
+#define STEP_HOLD_FORCE_LIMIT 34
+#define STEP_SIZE 35
 #define MEMORY_LAST_STAMP 0
 #define MEMORY_LAST_VALID 1
 #define MEMORY_LAST_VALID_STAMP 2
@@ -986,7 +988,9 @@ const char hexapod_step_statuses[] = "taken repeated control invalid stale state
 #define MEMORY_RAMP_START_POSE 518
 #define MEMORY_RAMP_DISPLACEMENT 524
 #define MEMORY_RAMP_TARGET 530
-#define MEMORY_SIZE 536
+#define MEMORY_ACTION 536
+#define MEMORY_SAFE_STATE 537
+#define MEMORY_SIZE 561
 #define INPUT_NOW 0
 #define INPUT_STAMP 1
 #define INPUT_Q 2
@@ -1015,7 +1019,7 @@ const char hexapod_step_statuses[] = "taken repeated control invalid stale state
 #define OUTPUT_SIZE 48
 #define STEP_STATUS_TAKEN 0
 #define STEP_STATUS_REPEATED 1
-#define STEP_STATUS_CONTROL 2
+#define STEP_STATUS_ANSWERED 2
 #define STEP_STATUS_INVALID 3
 #define STEP_STATUS_STALE 4
 #define STEP_STATUS_STATE_LIMITS 5
@@ -1030,6 +1034,10 @@ const char hexapod_step_statuses[] = "taken repeated control invalid stale state
 #define STEP_STATUS_REFERENCE 14
 #define STEP_STATUS_LAYOUT 15
 #define STEP_STATUS_GRID 16
+#define STEP_STATUS_HOLD_FORCE 17
+#define ACTION_CONTROL 0
+#define ACTION_ZERO 1
+#define ACTION_HOLD 2
 
 /* ------------------------------------------------------------------------------ the whole step */
 /* SafetySupervisor.joint_state and .command around DelayCompensatedController.update
@@ -1239,7 +1247,7 @@ static int step_estimate(double *memory, const double *settings, const double *c
     memcpy(memory + MEMORY_MEASUREMENT_PHI, phi, 3 * sizeof(double));
     const double tolerance = settings[STEP_STAMP_TOLERANCE];
     if (!had || !(0.0 < t - t0 && t - t0 < (1.0 + tolerance) * period)) {
-        return STEP_STATUS_CONTROL;
+        return STEP_STATUS_ANSWERED;
     }
     double applied[6];
     if (memory[MEMORY_EFFORT_STAMP] == t) {
@@ -1272,7 +1280,7 @@ static int step_estimate(double *memory, const double *settings, const double *c
         memory[MEMORY_DELAY_PERIODS] = best;
         memory[MEMORY_ESTIMATE_CHANGES] += 1.0;
     }
-    return STEP_STATUS_CONTROL;
+    return STEP_STATUS_ANSWERED;
 }
 
 int hexapod_step_command(const double *inputs, double *memory, const double *settings, const double *cycle_settings,
@@ -1327,7 +1335,7 @@ int hexapod_step_command(const double *inputs, double *memory, const double *set
     if (settings[STEP_ESTIMATE] != 0.0) {
         const int status = step_estimate(work, settings, cycle_settings, drives, parameters, t, q, qd, phi, period,
                                          &cycle_status);
-        if (status != STEP_STATUS_CONTROL) {
+        if (status != STEP_STATUS_ANSWERED) {
             out[OUTPUT_CYCLE_STATUS] = cycle_status;
             return status;
         }
@@ -1431,7 +1439,7 @@ int hexapod_step_command(const double *inputs, double *memory, const double *set
     memcpy(out + OUTPUT_PHI, phi, 3 * sizeof(double));
     out[OUTPUT_CYCLE_STATUS] = STATUS_OK;
     memcpy(memory, work, sizeof work);
-    return STEP_STATUS_CONTROL;
+    return STEP_STATUS_ANSWERED;
 }
 
 int hexapod_step_published(double *memory, const double *settings, double stamp, double when)
@@ -1447,6 +1455,58 @@ int hexapod_step_published(double *memory, const double *settings, double stamp,
     return 1;
 }
 
+int reduced_gravity_term(const double *q, const double *phi, const double *parameters, double *out);
+
+/* SafetySupervisor.command for a state taken while the supervisor is disarmed or faulted, with the
+ * action the Python code set in memory[MEMORY_ACTION]: ZERO, or HOLD (_act: g_bar(q) - hold_damping q_dot,
+ * clamped to +-hold_force_limit); the pose of the state (the outputs' pose and phi); and what the
+ * Python loop records of such a step: the drives' effort (measured_effort) and the command in flight
+ * (commanded). A pose or a hold force that cannot be computed leaves the step to the Python code,
+ * which escalates a HOLD to ZERO. */
+int hexapod_step_safe(const double *inputs, double *memory, const double *settings, const double *cycle_settings,
+                      const double *parameters, double *out)
+{
+    const double t = inputs[INPUT_STAMP];
+    const double *q = inputs + INPUT_Q, *qd = inputs + INPUT_QD;
+    double state[STATE_SIZE], measured[MEASURED_SIZE];
+    memcpy(state, memory + MEMORY_SAFE_STATE, sizeof state);
+    const int cycle_status = hexapod_measure(q, state, cycle_settings, measured);
+    if (cycle_status != STATUS_OK) {
+        out[OUTPUT_CYCLE_STATUS] = cycle_status;
+        return STEP_STATUS_MEASURE;
+    }
+    const double *phi = measured + MEASURED_PHI;
+    double forces[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, saturated[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    if (memory[MEMORY_ACTION] == ACTION_HOLD) {
+        double gravity[6];
+        if (reduced_gravity_term(q, phi, parameters, gravity) != 0) {
+            return STEP_STATUS_HOLD_FORCE;
+        }
+        const double limit = settings[STEP_HOLD_FORCE_LIMIT];
+        for (int k = 0; k < N_ACTUATORS; ++k) {
+            const double force = gravity[k] - settings[STEP_HOLD_DAMPING] * qd[k];
+            if (!isfinite(force)) {
+                return STEP_STATUS_HOLD_FORCE;
+            }
+            saturated[k] = fabs(force) > limit ? 1.0 : 0.0;
+            forces[k] = fmin(fmax(force, -limit), limit);
+        }
+    }
+    if (inputs[INPUT_EFFORT_GIVEN] != 0.0 && cycle_all_finite(inputs + INPUT_EFFORT, 6)) { /* measured_effort */
+        memory[MEMORY_EFFORT_STAMP] = t;
+        memcpy(memory + MEMORY_EFFORT, inputs + INPUT_EFFORT, 6 * sizeof(double));
+    }
+    step_commanded(memory + MEMORY_SENT, (int)settings[STEP_FLIGHT_LENGTH], t, forces, settings[STEP_FORCE_LIMIT]);
+    memcpy(memory + MEMORY_SAFE_STATE, state, sizeof state);
+    memcpy(out + OUTPUT_FORCES, forces, sizeof forces);
+    memcpy(out + OUTPUT_SATURATED, saturated, sizeof saturated);
+    memcpy(out + OUTPUT_POSE, measured + MEASURED_POSE, 6 * sizeof(double));
+    memcpy(out + OUTPUT_PHI, phi, 3 * sizeof(double));
+    out[OUTPUT_LAW_STATUS] = STATUS_OK; /* no law ran: nothing for its status to report */
+    out[OUTPUT_CYCLE_STATUS] = STATUS_OK;
+    return STEP_STATUS_ANSWERED;
+}
+
 /* ------------------------------------------------------------------------------ one message */
 /* hexapod_step_message: a serialized joint state taken (answer = 0: a superseded one, judged) or
  * answered, from its bytes to the command's, with the reference read off the grid at its stamp.
@@ -1457,7 +1517,7 @@ int hexapod_step_published(double *memory, const double *settings, double stamp,
  * hexapod_step_command), wire (int64, WIRE_* below), the learned message's bytes, the reference
  * grid (GRID_* below) and the command's bytes, whose six forces it writes when it answers. The
  * caller sets inputs[INPUT_NOW]. "layout" and "grid" leave everything untouched; after the intake
- * took the state (out[OUTPUT_INTAKE]), every status but "control" leaves the rest of the step to
+ * took the state (out[OUTPUT_INTAKE]), every status but "answered" leaves the rest of the step to
  * the Python code. */
 
 /* The stamp and the arrays of a message in the learned layout, into the inputs; 0 when its size or
@@ -1572,9 +1632,11 @@ static int step_ramp(const double *memory, double t, double *reference)
 }
 
 /* The step of the joint state in the inputs (its clock, stamp, arrays and effort), as
- * hexapod_step_message after reading the bytes: taken (answer = 0), or answered against the grid's
- * reference at its stamp, with the arming ramp's offset while it runs (the inputs keep the grid's
- * reference). Shared with the compiled lockstep loop (codegen/lockstep.py). */
+ * hexapod_step_message after reading the bytes: taken (answer = 0), or answered with the memory's
+ * action, the grid's reference at its stamp taken as the Python loop takes its player's sample of
+ * each answered state: tracked with the arming ramp's offset while it runs (CONTROL), or only taken
+ * (the ZERO or HOLD of hexapod_step_safe). The inputs keep the grid's reference. Shared with the
+ * compiled lockstep loop (codegen/lockstep.py). */
 static int step_inputs(void *const *arrays, int answer)
 {
     double *inputs = arrays[0], *memory = arrays[1], *out = arrays[6];
@@ -1589,23 +1651,36 @@ static int step_inputs(void *const *arrays, int answer)
     if (!answer || intake != STEP_STATUS_TAKEN) {
         return intake;
     }
-    if (step_reference_problem(reference, t, memory + MEMORY_REFERENCE, settings)) {
-        return STEP_STATUS_REFERENCE;
+    int status;
+    if (memory[MEMORY_ACTION] != ACTION_CONTROL) {
+        /* validated_reference while disarmed or faulted checks finiteness only */
+        if (!cycle_all_finite(reference, 18)) {
+            return STEP_STATUS_REFERENCE;
+        }
+        memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference);
+        status = hexapod_step_safe(inputs, memory, settings, arrays[3], arrays[5], out);
+        if (status != STEP_STATUS_ANSWERED) {
+            return status;
+        }
+    } else {
+        if (step_reference_problem(reference, t, memory + MEMORY_REFERENCE, settings)) {
+            return STEP_STATUS_REFERENCE;
+        }
+        memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference); /* tracked, for the command only */
+        const int ramp = memory[MEMORY_RAMP] != 0.0 && step_ramp(memory, t, inputs + INPUT_REFERENCE);
+        inputs[INPUT_REFERENCE_RECEIVED] = now;
+        status = hexapod_step_command(inputs, memory, settings, arrays[3], arrays[4], arrays[5], out);
+        memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference);
+        if (status != STEP_STATUS_ANSWERED) {
+            return status;
+        }
+        memory[MEMORY_RAMP] = ramp;
     }
-    memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference); /* tracked, for the command only */
-    const int ramp = memory[MEMORY_RAMP] != 0.0 && step_ramp(memory, t, inputs + INPUT_REFERENCE);
-    inputs[INPUT_REFERENCE_RECEIVED] = now;
-    const int status = hexapod_step_command(inputs, memory, settings, arrays[3], arrays[4], arrays[5], out);
-    memcpy(inputs + INPUT_REFERENCE, reference, sizeof reference);
-    if (status != STEP_STATUS_CONTROL) {
-        return status;
-    }
-    memory[MEMORY_RAMP] = ramp;
     memory[MEMORY_REFERENCE_TAKEN] = 1.0;
     memory[MEMORY_REFERENCE_T] = t;
     memcpy(memory + MEMORY_REFERENCE, reference, sizeof reference);
     memory[MEMORY_REFERENCE_RECEIVED] = now;
-    return STEP_STATUS_CONTROL;
+    return STEP_STATUS_ANSWERED;
 }
 
 int hexapod_step_message(void *const *arrays, const unsigned char *data, long size, int answer)
@@ -1615,7 +1690,7 @@ int hexapod_step_message(void *const *arrays, const unsigned char *data, long si
         return STEP_STATUS_LAYOUT;
     }
     const int status = step_inputs(arrays, answer);
-    if (status == STEP_STATUS_CONTROL) {
+    if (status == STEP_STATUS_ANSWERED) {
         const double *out = arrays[6];
         memcpy((unsigned char *)arrays[10] + wire[WIRE_COMMAND], out + OUTPUT_FORCES, 6 * sizeof(double));
     }
@@ -1815,7 +1890,7 @@ int hexapod_lockstep(void *const *step_arrays, void *const *plant_arrays, double
         inputs[INPUT_EFFORT_GIVEN] = 0.0;
         memset(inputs + INPUT_EFFORT, 0, 6 * sizeof(double));
         const int status = step_inputs(step_arrays, 1);
-        if (status != STEP_STATUS_CONTROL) {
+        if (status != STEP_STATUS_ANSWERED) {
             return lockstep_return(lock, j, LOCKSTEP_REASON_PENDING, status);
         }
         double *row = rows + j * LOCKSTEP_ROW_SIZE;
@@ -1831,7 +1906,7 @@ int hexapod_lockstep(void *const *step_arrays, void *const *plant_arrays, double
         const int delivered = lockstep_deliver(lock, acting);
         if (hexapod_plant_step(lock + LOCKSTEP_Q, lock + LOCKSTEP_QD, acting, lock + LOCKSTEP_WARM, plant_arrays[0],
                                plant_arrays[1], plant_arrays[2], plant_arrays[3], stepped) != STATUS_OK) {
-            return lockstep_return(lock, j, LOCKSTEP_REASON_PLANT, STEP_STATUS_CONTROL);
+            return lockstep_return(lock, j, LOCKSTEP_REASON_PLANT, STEP_STATUS_ANSWERED);
         }
         memcpy(lock + LOCKSTEP_Q, stepped + PLANT_Q, 6 * sizeof(double));
         memcpy(lock + LOCKSTEP_QD, stepped + PLANT_QD, 6 * sizeof(double));
@@ -1844,8 +1919,8 @@ int hexapod_lockstep(void *const *step_arrays, void *const *plant_arrays, double
             lock[LOCKSTEP_TRANSPORT_STEP] += 1.0;
         }
         if (stamp >= lock[LOCKSTEP_DIAGNOSTIC_DUE] || out[OUTPUT_LAW_STATUS] != 0.0) {
-            return lockstep_return(lock, j + 1, LOCKSTEP_REASON_ANSWERED, STEP_STATUS_CONTROL);
+            return lockstep_return(lock, j + 1, LOCKSTEP_REASON_ANSWERED, STEP_STATUS_ANSWERED);
         }
     }
-    return lockstep_return(lock, count, LOCKSTEP_REASON_FINISHED, STEP_STATUS_CONTROL);
+    return lockstep_return(lock, count, LOCKSTEP_REASON_FINISHED, STEP_STATUS_ANSWERED);
 }
