@@ -4,13 +4,15 @@
                                     [--executors native wait_set single_threaded events] [--rate 1000]
                                     [--realtime-priority 50] [--extra-ticks 2] [--command-loss 0.01]
                                     [--starve-ms 5 --starve-every 0.5] [--driver-executor wait_set]
+                                    [--disarmed]
 
 For each controller and stack executor: the fake driver (its own wall-clock loop at ``--rate``) and
 the robot stack run as two processes over DDS on loopback. Before any command the driver applies
 zero force, so the platform sinks onto its stops (the driver gets the travel limit ``STOP_M``: the
 shipped 0.40 m lies beyond the model's straight-leg collapse); this script then arms the stack
 (``~/arm``) and starts the 6.5 trajectory (``~/start``: a smooth move from the stops to its start,
-then the trajectory), as an operator would, and measures for ``--seconds`` from ``SETTLE_S`` later.
+then the trajectory), as an operator would, and measures for ``--seconds`` from ``SETTLE_S`` later
+(``--disarmed``: it arms nothing, and measures the stack answering ZERO).
 
 The loop's timing comes from the two processes' ``timing_log`` files (written when they stop; one
 system clock): the driver's stamps of its joint states, when it published each and took the
@@ -212,7 +214,9 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
                 raise RuntimeError("the platform never came to rest on its stops, or the stack never answered")
             rclpy.spin_once(node, timeout_sec=0.1)
         node.destroy_subscription(rest)
-        for service, request in (("arm", SetBool.Request(data=True)), ("start", Trigger.Request())):
+        faults_at_arming = status["faults"]
+        operator = () if faults.disarmed else (("arm", SetBool.Request(data=True)), ("start", Trigger.Request()))
+        for service, request in operator:
             client = node.create_client(SetBool if service == "arm" else Trigger, f"/hexapod_robot_stack/{service}")
             client.wait_for_service(timeout_sec=STARTUP_TIMEOUT_S)
             future = client.call_async(request)
@@ -270,6 +274,8 @@ def main() -> None:
     parser.add_argument("--driver-executor", choices=("native", "wait_set"), default="native",
                         help="the fake driver's executor parameter: its ticks in C while it holds a command, or Python's")
     parser.add_argument("--rate", type=float, default=1000.0, help="the driver's loop rate, and the rate of both processes' parameters [Hz]")
+    parser.add_argument("--disarmed", action="store_true",
+                        help="never arm: measure the stack answering ZERO, the platform on its stops")
     parser.add_argument("--realtime-priority", type=int, default=CONTROL_LOOP_PRIORITY,
                         help="SCHED_FIFO priority of the stack and the driver, as ros2_control runs "
                              "(default: %(default)s, the stack's own; 0: normal scheduling)")
@@ -291,7 +297,7 @@ def main() -> None:
             lat = r["latency"] * 1e3 if r["latency"].size else np.array([np.nan])
             period = 1.0 / args.rate
             print(f"\n## {controller}, executor {executor}, driver at {args.rate:g} Hz, realtime priority "
-                  f"{args.realtime_priority}: {args.seconds:g} s, "
+                  f"{args.realtime_priority}{', disarmed' if args.disarmed else ''}: {args.seconds:g} s, "
                   f"load average {r['load'][0]:.2f} -> {r['load'][1]:.2f}")
             if args.extra_ticks or args.command_loss or args.starve_ms:
                 print(f"injected: each command taken 0..{args.extra_ticks} ticks later (not counted in the periods "
