@@ -142,6 +142,7 @@ class RobotStackNode(ControllerNode):
         self.pose_publisher = self.create_publisher(PoseStamped, TOPICS["platform_pose"], RELIABLE_QOS)
         self.twist_publisher = self.create_publisher(TwistStamped, TOPICS["platform_twist"], RELIABLE_QOS)
         self.twist_state = self.control.model.create_state()  # FK warm start of the decimated J_A
+        self.arming_state = self.control.model.create_state()  # FK warm start of the pose an arming ramps from
         self.decimated_messages = StepMessages(self.names.joint_names, self.names.base_frame)
         self.reference_publisher = self.create_publisher(MultiDOFJointTrajectory, TOPICS["reference"], RELIABLE_QOS)
         self.create_subscription(PoseStamped, "~/goal_pose", self._on_goal_pose, RELIABLE_QOS)
@@ -413,6 +414,26 @@ class RobotStackNode(ControllerNode):
                 messages.twist(stamp, rates[:3], angular_velocity_from_euler_rates(tuple(pose[3:]), rates[3:])))
 
     # -------------------------------------------------------------- changes
+    def _on_arm(self, request, response):
+        if request.data:
+            self._follow_before_arming()
+        return super()._on_arm(request, response)
+
+    def _follow_before_arming(self) -> None:
+        """The player's hold, and the reference the supervisor ramps to, at the latest measured pose:
+        the rcl loop in C moves the hold at its returns only, and a platform that has just landed on
+        its stops has moved since: a ramp to a stale hold would push it into them, and the next
+        reference, at the moved hold, would jump from the one armed with."""
+        feedback = self.supervisor.feedback
+        if feedback is None or self.supervisor.state == SupervisorState.ARMED:
+            return  # arming refuses, or answers "already armed"
+        try:
+            pose = self.control.model.forward_kinematics(feedback.q, self.arming_state).pose
+        except HexapodError:
+            return  # arming then refuses: the controller cannot start from this state
+        self.player.measured(pose, feedback.stamp, follow=True)
+        self._reference_for(feedback.stamp)
+
     def _on_start(self, request, response):
         return answer_change(self, response, lambda: self.player.start(self._latest_stamp()),
                              f"cannot start {self.player.trajectory_name}")
