@@ -175,11 +175,10 @@ class RclLoop:
         self._watched = watched
 
     def run(self, deadline: float, quiet: float, poll_due: float, diagnostic_due: float, publication_due: float,
-            return_after: int, watched: ExecutorEntities = NO_ENTITIES) -> Served:
+            watched: ExecutorEntities = NO_ENTITIES) -> Served:
         """Serve the subscription until ``deadline`` (monotonic), or ``quiet`` seconds without a message,
         or until Python is needed (module doc). ``poll_due`` (monotonic), ``diagnostic_due`` (ROS
-        time) and ``publication_due`` (a stamp): an answer at or past them returns;
-        ``return_after``: return after that many answers (0: not for that); ``watched``: the entities
+        time) and ``publication_due`` (a stamp): an answer at or past them returns; ``watched``: the entities
         whose readiness returns (``Served.executor_ready``), their handles held valid by the caller
         (WaitSetLoop.executor_entities)."""
         io, index = self.io, self.io_index
@@ -188,7 +187,7 @@ class RclLoop:
             io[index[name]] = np.nan
         io[index["deadline"]], io[index["quiet"]], io[index["poll_due"]] = deadline, quiet, poll_due
         io[index["diagnostic_due"]] = diagnostic_due
-        io[index["publication_due"]], io[index["return_after"]] = publication_due, return_after
+        io[index["publication_due"]] = publication_due
         step = self.step
         self._watch(watched)
         with self.context.handle, self.subscription.handle, self.publisher.handle:

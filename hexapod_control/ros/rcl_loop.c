@@ -18,8 +18,7 @@
  *     step that latches a fault, a rejected state): it and the messages taken after it are copied to
  *     `pending`, LOOP_PENDING;
  *   - an answer is due to be followed by Python's work (the executor's poll due, a diagnostics
- *     status due, a decimated publication due, the law's status not ok, the answers Python asked to
- *     see): LOOP_ANSWERED. Returning right after an answer puts that work in the gap before the
+ *     status due, a decimated publication due, the law's status not ok): LOOP_ANSWERED. Returning right after an answer puts that work in the gap before the
  *     next state, where it delays none; the deadline is only the fallback when no answer comes.
  *   - the log of answers is full: LOOP_LOG_FULL;
  *   - a watched entity is ready, after the states taken at that wake are served: LOOP_EXECUTOR
@@ -56,26 +55,25 @@ typedef int (*step_published_fn)(double *memory, const double *settings, double 
 #define LOOP_IO_DEADLINE 0           /* monotonic [s]: return at it */
 #define LOOP_IO_DIAGNOSTIC_DUE 1     /* ROS time [s]: an answer at or after it returns */
 #define LOOP_IO_PUBLICATION_DUE 2    /* stamp [s]: an answer to a state stamped at or after it returns */
-#define LOOP_IO_RETURN_AFTER 3       /* answers after which to return (0: none) */
-#define LOOP_IO_LAW_STATUS_AT 4      /* where the step's output holds the law's status (0: ok) */
-#define LOOP_IO_ANSWERS 5            /* answers published */
-#define LOOP_IO_TAKEN 6              /* superseded states taken (judged valid) */
-#define LOOP_IO_REPEATED 7           /* repeats of a state taken already */
-#define LOOP_IO_SUPERSEDED 8         /* states judged because a newer one waited */
-#define LOOP_IO_MESSAGE_NOW 9        /* ROS time [s] the last message was taken at */
-#define LOOP_IO_TAKEN_NOW 10         /* ROS time [s] of the last state taken */
-#define LOOP_IO_TAKEN_STEADY 11      /* monotonic [s] of the last state taken */
-#define LOOP_IO_LOG_COUNT 12         /* entries written to the log */
-#define LOOP_IO_PENDING_COUNT 13     /* messages copied to pending */
-#define LOOP_IO_PENDING_STATUS 14    /* the step's status of the first pending message */
-#define LOOP_IO_PENDING_ANSWER 15    /* 1: the first pending message was to be answered */
-#define LOOP_IO_PENDING_NOW 16       /* ROS time [s] and monotonic [s] it was taken at */
-#define LOOP_IO_PENDING_STEADY 17
-#define LOOP_IO_LAST_ANSWERED 18     /* stamp of the last answer [s] */
-#define LOOP_IO_QUIET 19             /* [s] without a message after which to return (the watchdog's turn) */
-#define LOOP_IO_POLL_DUE 20          /* monotonic [s]: an answer at or after it returns (the executor's poll) */
-#define LOOP_IO_EXECUTOR_READY 21    /* 1: a watched entity was ready */
-#define LOOP_IO_SIZE 22
+#define LOOP_IO_LAW_STATUS_AT 3      /* where the step's output holds the law's status (0: ok) */
+#define LOOP_IO_ANSWERS 4            /* answers published */
+#define LOOP_IO_TAKEN 5              /* superseded states taken (judged valid) */
+#define LOOP_IO_REPEATED 6           /* repeats of a state taken already */
+#define LOOP_IO_SUPERSEDED 7         /* states judged because a newer one waited */
+#define LOOP_IO_MESSAGE_NOW 8        /* ROS time [s] the last message was taken at */
+#define LOOP_IO_TAKEN_NOW 9          /* ROS time [s] of the last state taken */
+#define LOOP_IO_TAKEN_STEADY 10      /* monotonic [s] of the last state taken */
+#define LOOP_IO_LOG_COUNT 11         /* entries written to the log */
+#define LOOP_IO_PENDING_COUNT 12     /* messages copied to pending */
+#define LOOP_IO_PENDING_STATUS 13    /* the step's status of the first pending message */
+#define LOOP_IO_PENDING_ANSWER 14    /* 1: the first pending message was to be answered */
+#define LOOP_IO_PENDING_NOW 15       /* ROS time [s] and monotonic [s] it was taken at */
+#define LOOP_IO_PENDING_STEADY 16
+#define LOOP_IO_LAST_ANSWERED 17     /* stamp of the last answer [s] */
+#define LOOP_IO_QUIET 18             /* [s] without a message after which to return (the watchdog's turn) */
+#define LOOP_IO_POLL_DUE 19          /* monotonic [s]: an answer at or after it returns (the executor's poll) */
+#define LOOP_IO_EXECUTOR_READY 20    /* 1: a watched entity was ready */
+#define LOOP_IO_SIZE 21
 
 /* The watched entities' kinds, in the order of `watched` and `watched_counts`. */
 #define WATCHED_SUBSCRIPTIONS 0
@@ -265,12 +263,8 @@ int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, r
             io[LOOP_IO_LOG_COUNT] = entry + 1;
             io[LOOP_IO_ANSWERS] += 1.0;
             io[LOOP_IO_LAST_ANSWERED] = stamp;
-            const double after = io[LOOP_IO_RETURN_AFTER];
-            if (after > 0.0) {
-                io[LOOP_IO_RETURN_AFTER] = after - 1.0;
-            }
             const double *out = arrays[6];
-            if (after == 1.0 || steady >= io[LOOP_IO_POLL_DUE] || now >= io[LOOP_IO_DIAGNOSTIC_DUE] ||
+            if (steady >= io[LOOP_IO_POLL_DUE] || now >= io[LOOP_IO_DIAGNOSTIC_DUE] ||
                 stamp >= io[LOOP_IO_PUBLICATION_DUE] || out[(long)io[LOOP_IO_LAW_STATUS_AT]] != 0.0) {
                 result = LOOP_ANSWERED;
                 goto done;

@@ -14,9 +14,10 @@ Hot path    ``/joint_states``: the trajectory is sampled at the state's stamp
             Nothing is logged per cycle.
 Decimated   ``/hexapod/platform_pose`` (the controller's own FK of the state),
             ``/hexapod/platform_twist`` (as the FK node's) and ``/hexapod/reference`` at most
-            ``publish_rate`` Hz, all three of one state's stamp, sent after the answers to that
-            state and the next two (one each); ``/diagnostics`` at once on a change
-            of level or message, else every ``safety.diagnostics_period``.
+            ``publish_rate`` Hz, all three of one state's stamp; ``/diagnostics`` at once on a
+            change of level or message, else every ``safety.diagnostics_period``. Both are built
+            and published by a thread of their own (:mod:`hexapod_control.ros.output_thread`): the
+            loop only hands over what they are made of.
 Changes     validated when they happen, never per cycle: ``~/start`` and ``~/stop``
             (std_srvs/Trigger), ``~/goal_pose`` (geometry_msgs/PoseStamped in the base frame: a
             smooth move checked along its path by inverse kinematics).
@@ -57,9 +58,9 @@ flood of requests is polled once per period at most, as before), and the blind p
 
 from __future__ import annotations
 
+import functools
 import math
 import time
-from collections.abc import Iterator
 
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from rcl_interfaces.msg import ParameterDescriptor
@@ -92,6 +93,7 @@ from hexapod_control.ros.common import (
 )
 from hexapod_control.ros.controller_node import ControllerNode
 from hexapod_control.ros.native_loop import RclLoop, build
+from hexapod_control.ros.output_thread import OutputThread
 from hexapod_control.ros.timing_log import LatencyWindow, TimingLog
 from hexapod_control.ros.wait_set_loop import WaitSetLoop
 from hexapod_control.ros.wire import JointStateFields, JointStateWire, float64_array_message
@@ -137,11 +139,10 @@ class RobotStackNode(ControllerNode):
         self.reference_source = self._reference_for
         self.publish_period = 1.0 / publish_rate
         self._next_publication = -math.inf
-        self._decimated: Iterator[None] = iter(())  # the outputs of the latest publication not yet sent
         self._reference = None
         self.pose_publisher = self.create_publisher(PoseStamped, TOPICS["platform_pose"], RELIABLE_QOS)
         self.twist_publisher = self.create_publisher(TwistStamped, TOPICS["platform_twist"], RELIABLE_QOS)
-        self.twist_state = self.control.model.create_state()  # FK warm start of the decimated J_A
+        self.twist_state = self.control.model.create_state()  # FK warm start of the decimated J_A (outputs thread)
         self.arming_state = self.control.model.create_state()  # FK warm start of the pose an arming ramps from
         self.decimated_messages = StepMessages(self.names.joint_names, self.names.base_frame)
         self.reference_publisher = self.create_publisher(MultiDOFJointTrajectory, TOPICS["reference"], RELIABLE_QOS)
@@ -162,7 +163,7 @@ class RobotStackNode(ControllerNode):
         self.rcl_loop_answers = 0  # answers the rcl loop in C published
         self.realtime_priority = declare_realtime_priority(self, CONTROL_LOOP_PRIORITY)
         self._serving: bool | None = False  # the compiled step takes the bytes (None: not tried yet)
-        self._decimated_open = False  # a decimated publication has outputs left to send
+        self.outputs = OutputThread(f"{self.get_name()}_outputs", self._report_output_failure, self.context.ok)
         if self.executor_choice not in OWN_LOOPS:
             super()._create_loop(watchdog_period)
             return
@@ -186,6 +187,7 @@ class RobotStackNode(ControllerNode):
 
     def spin(self, executor) -> None:
         use_realtime_priority(self, self.realtime_priority)
+        self.outputs.below()
         if self.executor_choice in OWN_LOOPS:
             self.loop.spin(executor)
         elif self.executor_choice == "events":
@@ -297,7 +299,7 @@ class RobotStackNode(ControllerNode):
             self.player.hold(latest - period, latest + GRID_SPAN_KNOTS * period)
         served = self._rcl_loop.run(poll + self.watchdog_period, self.watchdog_period, poll,
                                     self.control.compiled_status_due(), self._next_publication,
-                                    1 if self._decimated_open else 0, self.loop.executor_entities())
+                                    self.loop.executor_entities())
         if served.executor_ready:
             self.loop.request_poll()
         self.superseded_joint_states += served.superseded
@@ -355,9 +357,14 @@ class RobotStackNode(ControllerNode):
                  if self.executor_choice in OWN_LOOPS else {})
         values = {**status.values, "executor": self.executor_choice, "superseded_joint_states": self.superseded_joint_states,
                   "rcl_loop_answers": self.rcl_loop_answers, **polls, **self.latencies.report()}
-        self.diagnostics.publish(now, status.level, status.message, values)
+        self.outputs.submit(functools.partial(self.diagnostics.publish, now, status.level, status.message, values))
+
+    def _report_output_failure(self, error: Exception) -> None:
+        self.get_logger().error(f"an output was not published: {error!r}", throttle_duration_sec=1.0)
 
     def destroy_node(self) -> None:
+        if hasattr(self, "outputs"):
+            self.outputs.stop()  # before the publishers go
         if hasattr(self, "timing_log"):
             self.timing_log.save()
         super().destroy_node()
@@ -383,27 +390,21 @@ class RobotStackNode(ControllerNode):
         self._advance_decimated(stamp, lambda: (record, self._reference))
 
     def _advance_decimated(self, stamp: float, answer) -> None:
-        """After the answer to the state stamped ``stamp``: a new publication of the decimated outputs
-        when due, of ``answer()``'s (record, reference), else the next output of the one under way."""
+        """After the answer to the state stamped ``stamp``: when due, the decimated outputs of
+        ``answer()``'s (record, reference), handed to the outputs thread."""
         if stamp >= self._next_publication:
             self._next_publication = stamp + self.publish_period
-            for _ in self._decimated:  # what is left of the previous publication goes out first
-                pass
-            self._decimated = self._decimated_outputs(stamp, *answer())
-        self._decimated_open = next(self._decimated, self) is not self
+            self.outputs.submit(functools.partial(self._publish_decimated, stamp, *answer()))
 
-    def _decimated_outputs(self, stamp: float, record, reference) -> Iterator[None]:
-        """Pose, reference and twist of the state stamped ``stamp``, one per answered state from this
-        one on, each written in place (bags.StepMessages) and published as bytes; spread, the next
-        answer waits for one of them at most."""
+    def _publish_decimated(self, stamp: float, record, reference) -> None:
+        """Pose, reference and twist of the state stamped ``stamp``, each written in place
+        (bags.StepMessages) and published as bytes (in the outputs thread: nothing here is the loop's)."""
         pose, messages = record.pose, self.decimated_messages
         if pose is not None:
             self.pose_publisher.publish(messages.pose(stamp, pose[:3], quaternion_from_euler_zyx(tuple(pose[3:]))))
-            yield
         if reference is not None:
             self.reference_publisher.publish(
                 messages.reference(stamp, reference.pose, reference.velocity, reference.acceleration))
-            yield
         if pose is not None:
             try:
                 jacobian = self.control.model.analytic_jacobian(record.q, phi=record.phi, state=self.twist_state)
