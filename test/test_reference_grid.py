@@ -150,6 +150,16 @@ def test_rows_of_a_hold_are_its_samples():
         hold.sample_rows(np.array([0.0, math.inf]))
 
 
+def test_rows_of_a_move_are_its_samples():
+    move = SmoothMove(MODEL, HOME, HOME + np.array([0.02, -0.01, 0.015, 0.05, -0.03, 0.1]), start_time=0.3)
+    times = np.concatenate(([-1.0, 0.3], np.linspace(0.3, 0.3 + move.duration, 501), [0.3 + move.duration + 1.0]))
+    samples = np.array([np.concatenate((s.pose, s.velocity, s.acceleration))
+                        for s in (move.sample(float(t)) for t in times)])
+    np.testing.assert_allclose(move.sample_rows(times), samples, rtol=1e-14, atol=1e-15)
+    with pytest.raises(InvalidInputError, match="finite"):
+        move.sample_rows(np.array([0.0, math.nan]))
+
+
 def test_a_held_span_has_every_knot_it_needs_and_keeps_those_it_held():
     source = make_trajectory("operational_space", MODEL)
     grid, reference = ReferenceGrid(PERIOD, 64), ReferenceGrid(PERIOD, 64)

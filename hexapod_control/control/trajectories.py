@@ -417,10 +417,7 @@ class HoldTrajectory:
 
     def sample_rows(self, times: np.ndarray) -> np.ndarray:
         """(n, 18) rows of :meth:`sample` at ``times``, at once (the reference grid's refill)."""
-        times = np.asarray(times, dtype=float)
-        not_finite = times[~np.isfinite(times)]
-        if not_finite.size:
-            _finite_time(float(not_finite[0]))  # raises, naming it
+        times = _finite_times(times)
         rows = np.zeros((len(times), 18))
         rows[:, :6] = self.pose
         return rows
@@ -492,6 +489,30 @@ class SmoothMove:
             (dsigma / self.duration) * self.displacement,
             (ddsigma / self.duration**2) * self.displacement,
         )
+
+    def sample_rows(self, times: np.ndarray) -> np.ndarray:
+        """(n, 18) rows of :meth:`sample` at ``times``, at once (the reference grid's refill):
+        :func:`_quintic` on arrays."""
+        times = _finite_times(times)
+        u = np.clip((times - self.start_time) / self.duration, 0.0, 1.0)
+        sigma = u**3 * (10.0 - 15.0 * u + 6.0 * u * u)
+        dsigma = 30.0 * u * u * (1.0 - u) ** 2
+        ddsigma = 60.0 * u * (1.0 - u) * (1.0 - 2.0 * u)
+        rows = np.empty((len(times), 18))
+        rows[:, :6] = self.start_pose + sigma[:, None] * self.displacement
+        rows[:, 6:12] = (dsigma / self.duration)[:, None] * self.displacement
+        rows[:, 12:] = (ddsigma / self.duration**2)[:, None] * self.displacement
+        return rows
+
+
+def _finite_times(times) -> np.ndarray:
+    """``times`` as an array of floats; InvalidInputError (as :func:`_finite_time`'s) naming the first
+    that is not finite."""
+    times = np.asarray(times, dtype=float)
+    not_finite = times[~np.isfinite(times)]
+    if not_finite.size:
+        _finite_time(float(not_finite[0]))  # raises, naming it
+    return times
 
 
 def _finite_time(t) -> float:

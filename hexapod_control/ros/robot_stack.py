@@ -115,8 +115,9 @@ SERVICE_POLL_BUDGET_S = 0.0001
 EVENTS_SPIN_TIMEOUT_S = 0.1  # the events executor's wait; its loop checks for shutdown in between
 # Knots of the reference grid held ahead of the latest stamp when the rcl loop in C runs (it reads
 # them, and asks Python for more only when a stamp outruns them): when fewer are left than the
-# first number, the second are sampled at once (player.hold), well beyond one serving of the loop.
-GRID_AHEAD_KNOTS, GRID_SPAN_KNOTS = 8, 64
+# first number, up to the second are sampled at once (player.hold). The first outlasts a serving of
+# the loop, which returns at the latest for a diagnostics status, every safety.diagnostics_period.
+GRID_AHEAD_KNOTS, GRID_SPAN_KNOTS = 128, 256
 
 
 class RobotStackNode(ControllerNode):
