@@ -108,7 +108,7 @@ class ControllerNode(HexapodNode):
             self.create_subscription(MultiDOFJointTrajectory, TOPICS["reference"], self._on_reference, RELIABLE_QOS)
         self.create_service(SetBool, "~/arm", self._on_arm)
         self.steady_timeout = safety.sim_time_stall_timeout if use_sim_time else safety.joint_state_timeout
-        self.create_timer(safety.diagnostics_period, self._on_diagnostics_timer)
+        self.diagnostics_timer = self.create_timer(safety.diagnostics_period, self._on_diagnostics_timer)
         self.commands_published = 0
         self._create_loop(safety.watchdog_period)
 

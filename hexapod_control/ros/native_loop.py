@@ -106,7 +106,7 @@ def build(cache: Path | None = None):
     """The C loop's function, compiled and loaded; or why not (a str)."""
     return compiled_function(SOURCE, "hexapod_rcl_loop", [ctypes.c_void_p] * 5 + [
         ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
-        ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p], cache)
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p], cache)
 
 
 @dataclass
@@ -129,6 +129,40 @@ class Served:
     pending_now: float
     pending_steady: float
     executor_ready: bool  # a watched entity was ready: the executor has work
+    publication_due: float  # the stamp from which the next decimated publication is due
+
+
+class RecordRing:
+    """The records of the decimated outputs that the C loop writes while it runs (rcl_loop.c), each
+    the compiled step's inputs and outputs of one answer, read by another thread (the outputs one)."""
+
+    def __init__(self, inputs_size: int, out_size: int, slots: int | None = None):
+        slots = slots or loop_constants(prefixes=("LOOP",))["LOOP_RECORD_SLOTS"]
+        self.inputs_size, self.out_size, self.slots = inputs_size, out_size, slots
+        self.slot_size = 1 + inputs_size + out_size
+        self.array = np.zeros(1 + slots * self.slot_size)
+        self._read = 0  # records read so far
+        self.lost = 0  # records written over, or being written over, before they were read
+
+    def new_records(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(inputs, outputs) of each record written since the last call, oldest first, as copies; one
+        that the loop was writing, or had written over meanwhile, is dropped (its slot's sequence
+        number is not the one of its record: two per write, even once written)."""
+        written = int(self.array[0])
+        records = []
+        first = max(self._read, written - self.slots)
+        self.lost += first - self._read
+        for number in range(first, written):
+            at = 1 + (number % self.slots) * self.slot_size
+            expected = 2.0 * (number // self.slots + 1)
+            before = self.array[at]
+            values = self.array[at + 1:at + self.slot_size].copy()
+            if before == expected == self.array[at]:
+                records.append((values[:self.inputs_size], values[self.inputs_size:]))
+            else:
+                self.lost += 1
+        self._read = written
+        return records
 
 
 class RclLoop:
@@ -136,8 +170,9 @@ class RclLoop:
 
     REASONS = ("deadline", "pending", "answered", "log_full", "executor")
 
-    def __init__(self, function, context, subscription, publisher, step):
+    def __init__(self, function, context, subscription, publisher, step, records: RecordRing):
         self.function = function
+        self.records = records
         self.context, self.subscription, self.publisher = context, subscription, publisher
         self.step = step
         names = loop_constants(prefixes=("LOOP", "STEP", "WATCHED"))
@@ -153,6 +188,9 @@ class RclLoop:
         self._deadline_code = names["LOOP_DEADLINE"]
         self.io = np.zeros(names["LOOP_IO_SIZE"])
         self.io[self.io_index["law_status_at"]] = step.library.outputs["law_status"].start
+        self.io[self.io_index["inputs_size"]], self.io[self.io_index["out_size"]] = records.inputs_size, records.out_size
+        if records.slots != names["LOOP_RECORD_SLOTS"]:
+            raise ValueError(f"{SOURCE.name} writes {names['LOOP_RECORD_SLOTS']} slots, the ring has {records.slots}")
         self.entry = names["LOOP_LOG_ENTRY"]
         self.log = np.zeros(LOG_ENTRIES * self.entry)
         self.pending = np.zeros(PENDING_BYTES, dtype=np.uint8)
@@ -175,11 +213,13 @@ class RclLoop:
         self._watched = watched
 
     def run(self, deadline: float, quiet: float, poll_due: float, diagnostic_due: float, publication_due: float,
-            watched: ExecutorEntities = NO_ENTITIES) -> Served:
+            publication_period: float = 0.0, watched: ExecutorEntities = NO_ENTITIES) -> Served:
         """Serve the subscription until ``deadline`` (monotonic), or ``quiet`` seconds without a message,
         or until Python is needed (module doc). ``poll_due`` (monotonic), ``diagnostic_due`` (ROS
-        time) and ``publication_due`` (a stamp): an answer at or past them returns; ``watched``: the entities
-        whose readiness returns (``Served.executor_ready``), their handles held valid by the caller
+        time) and ``publication_due`` (a stamp): an answer at or past them returns, but one due to
+        be published is recorded in :attr:`records` instead when ``publication_period`` > 0 (the next
+        due a period later: ``Served.publication_due``); ``watched``: the entities whose readiness
+        returns (``Served.executor_ready``), their handles held valid by the caller
         (WaitSetLoop.executor_entities)."""
         io, index = self.io, self.io_index
         io[self._outputs] = 0.0
@@ -187,7 +227,7 @@ class RclLoop:
             io[index[name]] = np.nan
         io[index["deadline"]], io[index["quiet"]], io[index["poll_due"]] = deadline, quiet, poll_due
         io[index["diagnostic_due"]] = diagnostic_due
-        io[index["publication_due"]] = publication_due
+        io[index["publication_due"]], io[index["publication_period"]] = publication_due, publication_period
         step = self.step
         self._watch(watched)
         with self.context.handle, self.subscription.handle, self.publisher.handle:
@@ -195,7 +235,7 @@ class RclLoop:
                                  self.publisher.handle.pointer, step.message_address, step.published_address,
                                  step.message_arrays, step.command_length, io.ctypes.data, self.log.ctypes.data,
                                  LOG_ENTRIES, self.pending.ctypes.data, PENDING_BYTES, self._watched_pointers,
-                                 self._watched_counts.ctypes.data)
+                                 self._watched_counts.ctypes.data, self.records.array.ctypes.data)
         if code not in self.codes:
             if not self.context.ok():  # shut down under it (Ctrl-C): nothing is left to serve
                 code = self._deadline_code
@@ -214,4 +254,4 @@ class RclLoop:
             float(io[index["taken_steady"]]), float(io[index["last_answered"]]),
             self.log[: logged * self.entry].reshape(logged, self.entry).copy(), pending,
             int(io[index["pending_status"]]), bool(io[index["pending_answer"]]), float(io[index["pending_now"]]),
-            float(io[index["pending_steady"]]), bool(io[index["executor_ready"]]))
+            float(io[index["pending_steady"]]), bool(io[index["executor_ready"]]), float(io[index["publication_due"]]))

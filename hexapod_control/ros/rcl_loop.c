@@ -18,8 +18,10 @@
  *     step that latches a fault, a rejected state): it and the messages taken after it are copied to
  *     `pending`, LOOP_PENDING;
  *   - an answer is due to be followed by Python's work (the executor's poll due, a diagnostics
- *     status due, a decimated publication due, the law's status not ok): LOOP_ANSWERED. Returning right after an answer puts that work in the gap before the
- *     next state, where it delays none; the deadline is only the fallback when no answer comes.
+ *     status due, a decimated publication due unless it is recorded for another thread (below), the
+ *     law's status not ok): LOOP_ANSWERED. Returning right after an answer puts that work in the gap
+ *     before the next state, where it delays none; the deadline is only the fallback when no answer
+ *     comes.
  *   - the log of answers is full: LOOP_LOG_FULL;
  *   - a watched entity is ready, after the states taken at that wake are served: LOOP_EXECUTOR
  *     (LOOP_IO_EXECUTOR_READY is set whenever one was, whatever the return).
@@ -73,7 +75,18 @@ typedef int (*step_published_fn)(double *memory, const double *settings, double 
 #define LOOP_IO_QUIET 18             /* [s] without a message after which to return (the watchdog's turn) */
 #define LOOP_IO_POLL_DUE 19          /* monotonic [s]: an answer at or after it returns (the executor's poll) */
 #define LOOP_IO_EXECUTOR_READY 20    /* 1: a watched entity was ready */
-#define LOOP_IO_SIZE 21
+#define LOOP_IO_PUBLICATION_PERIOD 21 /* [s] > 0: a due publication is recorded (below), not returned for */
+#define LOOP_IO_INPUTS_SIZE 22       /* the step's inputs and outputs, in doubles (a record holds both) */
+#define LOOP_IO_OUT_SIZE 23
+#define LOOP_IO_SIZE 24
+
+/* The records of the decimated outputs: at an answer to a state stamped at or after
+ * LOOP_IO_PUBLICATION_DUE, with LOOP_IO_PUBLICATION_PERIOD > 0, the step's inputs and outputs are
+ * copied into the next slot of a ring, and the due stamp moves a period past the answered one, so
+ * that the loop goes on instead of returning. The ring: the number of records written so far, then
+ * LOOP_RECORD_SLOTS slots of a sequence number (odd while the slot is written), the inputs and the
+ * outputs. Another thread reads them (ros/native_loop.py RecordRing) while the loop runs. */
+#define LOOP_RECORD_SLOTS 64
 
 /* The watched entities' kinds, in the order of `watched` and `watched_counts`. */
 #define WATCHED_SUBSCRIPTIONS 0
@@ -108,6 +121,23 @@ static int keep_pending(const rcl_serialized_message_t *messages, int first, int
     }
     io[LOOP_IO_PENDING_COUNT] = count - first;
     return 1;
+}
+
+/* The step's inputs and outputs of the answer just published, into the ring's next slot. */
+static void write_record(double *records, const double *io, const double *inputs, const double *out)
+{
+    const long inputs_size = (long)io[LOOP_IO_INPUTS_SIZE], out_size = (long)io[LOOP_IO_OUT_SIZE];
+    const double written = records[0];
+    double *slot = records + 1 + ((long)written % LOOP_RECORD_SLOTS) * (1 + inputs_size + out_size);
+    double sequence = slot[0] + 1.0; /* odd: a reader that sees it, or another number after its copy, drops it */
+    __atomic_store(&slot[0], &sequence, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    memcpy(slot + 1, inputs, (size_t)inputs_size * sizeof(double));
+    memcpy(slot + 1 + inputs_size, out, (size_t)out_size * sizeof(double));
+    sequence += 1.0;
+    __atomic_store(&slot[0], &sequence, __ATOMIC_RELEASE);
+    const double count = written + 1.0;
+    __atomic_store(&records[0], &count, __ATOMIC_RELEASE);
 }
 
 /* Add the watched entities (after the loop's own subscription, index 0); 0 when rcl refuses one. */
@@ -150,7 +180,7 @@ static int watched_ready(const rcl_wait_set_t *wait_set)
 int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, rcl_publisher_t *publisher,
                      step_message_fn step_message, step_published_fn step_published, void *const *arrays,
                      size_t command_length, double *io, double *log, long log_capacity, unsigned char *pending,
-                     size_t pending_capacity, void *const *watched, const long *watched_counts)
+                     size_t pending_capacity, void *const *watched, const long *watched_counts, double *records)
 {
     rcutils_allocator_t allocator = rcutils_get_default_allocator();
     rcl_wait_set_t wait_set = rcl_get_zero_initialized_wait_set();
@@ -264,6 +294,10 @@ int hexapod_rcl_loop(rcl_context_t *context, rcl_subscription_t *subscription, r
             io[LOOP_IO_ANSWERS] += 1.0;
             io[LOOP_IO_LAST_ANSWERED] = stamp;
             const double *out = arrays[6];
+            if (io[LOOP_IO_PUBLICATION_PERIOD] > 0.0 && stamp >= io[LOOP_IO_PUBLICATION_DUE]) {
+                write_record(records, io, inputs, out);
+                io[LOOP_IO_PUBLICATION_DUE] = stamp + io[LOOP_IO_PUBLICATION_PERIOD];
+            }
             if (steady >= io[LOOP_IO_POLL_DUE] || now >= io[LOOP_IO_DIAGNOSTIC_DUE] ||
                 stamp >= io[LOOP_IO_PUBLICATION_DUE] || out[(long)io[LOOP_IO_LAW_STATUS_AT]] != 0.0) {
                 result = LOOP_ANSWERED;

@@ -17,7 +17,8 @@ Decimated   ``/hexapod/platform_pose`` (the controller's own FK of the state),
             ``publish_rate`` Hz, all three of one state's stamp; ``/diagnostics`` at once on a
             change of level or message, else every ``safety.diagnostics_period``. Both are built
             and published by a thread of their own (:mod:`hexapod_control.ros.output_thread`): the
-            loop only hands over what they are made of.
+            loop only hands over what they are made of, and while it tracks, the rcl loop in C
+            records the answers due for publication in a ring that thread reads, without returning.
 Changes     validated when they happen, never per cycle: ``~/start`` and ``~/stop``
             (std_srvs/Trigger), ``~/goal_pose`` (geometry_msgs/PoseStamped in the base frame: a
             smooth move checked along its path by inverse kinematics).
@@ -72,8 +73,10 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from hexapod_control.bags import StepMessages
+from hexapod_control.control.compiled_cycle import CycleLibrary
 from hexapod_control.control.loop import Serialized
 from hexapod_control.control.safety import Action, SupervisorState
+from hexapod_control.control.trajectories import Reference
 from hexapod_control.control.trajectory_player import TRAJECTORY_CHOICES, TrajectoryPlayer
 from hexapod_control.conventions import TOPICS, check_frame
 from hexapod_control.errors import HexapodError, InvalidInputError, ParameterError
@@ -92,7 +95,7 @@ from hexapod_control.ros.common import (
     use_realtime_priority,
 )
 from hexapod_control.ros.controller_node import ControllerNode
-from hexapod_control.ros.native_loop import RclLoop, build
+from hexapod_control.ros.native_loop import RclLoop, RecordRing, build
 from hexapod_control.ros.output_thread import OutputThread
 from hexapod_control.ros.timing_log import LatencyWindow, TimingLog
 from hexapod_control.ros.wait_set_loop import WaitSetLoop
@@ -139,6 +142,10 @@ class RobotStackNode(ControllerNode):
         self.player = TrajectoryPlayer(self.control.model, trajectory)
         self.reference_source = self._reference_for
         self.publish_period = 1.0 / publish_rate
+        self._records: tuple[RecordRing, tuple] | None = None  # what the rcl loop in C records, and its fields
+        # Looks for records twice per publication period: none waits longer than that to go out.
+        self.outputs = OutputThread(f"{self.get_name()}_outputs", self._report_output_failure, self.context.ok,
+                                    self._publish_recorded, self.publish_period / 2)
         self._next_publication = -math.inf
         self._reference = None
         self.pose_publisher = self.create_publisher(PoseStamped, TOPICS["platform_pose"], RELIABLE_QOS)
@@ -164,7 +171,6 @@ class RobotStackNode(ControllerNode):
         self.rcl_loop_answers = 0  # answers the rcl loop in C published
         self.realtime_priority = declare_realtime_priority(self, CONTROL_LOOP_PRIORITY)
         self._serving: bool | None = False  # the compiled step takes the bytes (None: not tried yet)
-        self.outputs = OutputThread(f"{self.get_name()}_outputs", self._report_output_failure, self.context.ok)
         if self.executor_choice not in OWN_LOOPS:
             super()._create_loop(watchdog_period)
             return
@@ -177,7 +183,9 @@ class RobotStackNode(ControllerNode):
                                 lambda messages, _infos: self._on_joint_states(messages),
                                 lambda: self._next_watchdog, self._on_watchdogs, SERVICE_POLL_PERIOD_S,
                                 SERVICE_POLL_BUDGET_S, raw=True, serve=self._serve_in_c,
-                                watched_poll_period=WATCHED_POLL_PERIOD_S)
+                                watched_poll_period=WATCHED_POLL_PERIOD_S,
+                                # The loop in C returns for a status when one is due: its timer need not wake it.
+                                unwatched=(self.diagnostics_timer,))
         self._rcl_loop: RclLoop | None = None
         self._rcl_function = None
         if self.executor_choice == "native":
@@ -293,14 +301,23 @@ class RobotStackNode(ControllerNode):
         if self._rcl_function is None or not self._serving or not self.control.ready_for_c():
             return False
         if self._rcl_loop is None or self._rcl_loop.step is not self.control.compiled_step:
+            step = self.control.compiled_step
+            inputs, outputs = step.library.inputs, step.library.outputs
+            records = RecordRing(CycleLibrary.size(inputs), CycleLibrary.size(outputs))
             self._rcl_loop = RclLoop(self._rcl_function, self.context, self.loop.subscription,
-                                     self.command_publisher, self.control.compiled_step)
+                                     self.command_publisher, step, records)
+            self._records = records, (inputs["stamp"].start, inputs["q"], inputs["qd"], inputs["reference"],
+                                      outputs["pose"], outputs["phi"])
         latest, period = self.supervisor.last_stamp, self.player.grid.period
         if not self.player.grid.holds(latest + GRID_AHEAD_KNOTS * period):
             self.player.hold(latest - period, latest + GRID_SPAN_KNOTS * period)
+        # Tracking, a due publication is recorded for the outputs thread; disarmed or faulted, the loop
+        # returns for it, and the player's hold then follows the platform (_after_answer_in_step).
         served = self._rcl_loop.run(poll + self.watchdog_period, self.watchdog_period, poll,
                                     self.control.compiled_status_due(), self._next_publication,
+                                    self.publish_period if self.control.tracking() else 0.0,
                                     self.loop.executor_entities())
+        self._next_publication = served.publication_due
         if served.executor_ready:
             self.loop.request_poll()
         self.superseded_joint_states += served.superseded
@@ -356,8 +373,9 @@ class RobotStackNode(ControllerNode):
     def _publish_status(self, now: float, status) -> None:
         polls = ({"executor_polls_requested": self.loop.polls_requested, "executor_polls_blind": self.loop.polls_blind}
                  if self.executor_choice in OWN_LOOPS else {})
+        lost = {"decimated_records_lost": self._records[0].lost} if self._records is not None else {}
         values = {**status.values, "executor": self.executor_choice, "superseded_joint_states": self.superseded_joint_states,
-                  "rcl_loop_answers": self.rcl_loop_answers, **polls, **self.latencies.report()}
+                  "rcl_loop_answers": self.rcl_loop_answers, **polls, **lost, **self.latencies.report()}
         self.outputs.submit(functools.partial(self.diagnostics.publish, now, status.level, status.message, values))
 
     def _report_output_failure(self, error: Exception) -> None:
@@ -395,12 +413,25 @@ class RobotStackNode(ControllerNode):
         ``answer()``'s (record, reference), handed to the outputs thread."""
         if stamp >= self._next_publication:
             self._next_publication = stamp + self.publish_period
-            self.outputs.submit(functools.partial(self._publish_decimated, stamp, *answer()))
+            record, reference = answer()
+            self.outputs.submit(functools.partial(self._publish_decimated, stamp, record.q, record.qd, record.pose,
+                                                  record.phi, reference))
 
-    def _publish_decimated(self, stamp: float, record, reference) -> None:
-        """Pose, reference and twist of the state stamped ``stamp``, each written in place
-        (bags.StepMessages) and published as bytes (in the outputs thread: nothing here is the loop's)."""
-        pose, messages = record.pose, self.decimated_messages
+    def _publish_recorded(self) -> None:
+        """(Outputs thread) The decimated outputs of the answers the rcl loop in C recorded."""
+        if self._records is None:
+            return
+        ring, (stamp_at, q_at, qd_at, reference_at, pose_at, phi_at) = self._records
+        for inputs, out in ring.new_records():
+            stamp, reference = float(inputs[stamp_at]), inputs[reference_at]
+            self._publish_decimated(stamp, inputs[q_at], inputs[qd_at], out[pose_at], out[phi_at],
+                                    Reference(stamp, reference[:6], reference[6:12], reference[12:]))
+
+    def _publish_decimated(self, stamp: float, q, qd, pose, phi, reference) -> None:
+        """Pose, reference and twist of the state stamped ``stamp`` (measured q, qd, its pose and passive
+        angles phi, None where unknown), each written in place (bags.StepMessages) and published as
+        bytes (in the outputs thread: nothing here is the loop's)."""
+        messages = self.decimated_messages
         if pose is not None:
             self.pose_publisher.publish(messages.pose(stamp, pose[:3], quaternion_from_euler_zyx(tuple(pose[3:]))))
         if reference is not None:
@@ -408,8 +439,8 @@ class RobotStackNode(ControllerNode):
                 messages.reference(stamp, reference.pose, reference.velocity, reference.acceleration))
         if pose is not None:
             try:
-                jacobian = self.control.model.analytic_jacobian(record.q, phi=record.phi, state=self.twist_state)
-                rates = jacobian.analytic @ record.qd
+                jacobian = self.control.model.analytic_jacobian(q, phi=phi, state=self.twist_state)
+                rates = jacobian.analytic @ qd
             except HexapodError:
                 return  # as the FK node: no twist where J_A is singular or FK fails (the pose still went out)
             self.twist_publisher.publish(

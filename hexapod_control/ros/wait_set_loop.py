@@ -35,7 +35,8 @@ poll it requested that finds nothing to run stops the watching until the next bl
 entity that keeps waking the wait without the executor running it cannot keep the loop in Python.
 For ``poll_period`` after any poll the owner's wait does not watch: however fast a flood of
 requests comes, it is polled once per period at most, as by the blind polls, each poll bounded by
-its budget.
+its budget. The entities given as ``unwatched`` are never watched: a timer whose work the owner's
+``serve`` does itself while it serves (the robot stack's diagnostics status) would wake it for nothing.
 
 The loop's subscription belongs to an :class:`OwnLoopGroup`, which the executor never runs, so
 nothing takes its messages but this loop. Everything runs in the calling thread: the owner's state
@@ -116,8 +117,10 @@ class WaitSetLoop:
                  deadline: Callable[[], float], on_deadline: Callable[[float], None], poll_period: float,
                  poll_budget: float = math.inf, raw: bool = False,
                  serve: Callable[[float, float], bool] | None = None, at_deadline: bool = False,
-                 watched_poll_period: float | None = None, clock: Callable[[], float] = time.monotonic):
+                 watched_poll_period: float | None = None, clock: Callable[[], float] = time.monotonic,
+                 unwatched: tuple = ()):
         self.node = node
+        self.unwatched = unwatched
         # The executor never runs this callback (OwnLoopGroup); rclpy requires one.
         self.subscription = node.create_subscription(message_type, topic, lambda message: on_messages([message], [{}]),
                                                      qos, callback_group=OwnLoopGroup(), raw=raw)
@@ -152,7 +155,7 @@ class WaitSetLoop:
         watched = {kind: [] for kind in WATCHED_KINDS}
         for kind, entities in watched.items():
             for entity in getattr(self.node, kind):
-                if not entity.callback_group.can_execute(entity):
+                if not entity.callback_group.can_execute(entity) or any(entity is u for u in self.unwatched):
                     continue
                 try:
                     handles.enter_context(entity.handle)
