@@ -414,3 +414,36 @@ def test_a_flood_of_requests_is_polled_once_per_poll_period_while_the_owner_watc
     # The flood is served meanwhile: a poll a period after the last, at the state that ends it.
     assert loop.polls_requested >= simulated / (poll_period + 2 * state_period) - 1
     assert flood.ran == loop.polls_requested + loop.polls_blind  # one callback per poll, within its budget
+
+
+def test_an_unwatched_timer_is_left_to_the_executors_polls(context):
+    """The robot stack's diagnostics timer is not watched by its loop in C, which sends a status when
+    one is due at an answer: the owner's wait holds the node's other entities, never that timer."""
+    from rclpy.node import Node
+    from sensor_msgs.msg import JointState
+    from std_srvs.srv import Trigger
+
+    from hexapod_control.ros.wait_set_loop import WaitSetLoop
+
+    clock = FakeClock()
+    node = Node("hexapod_unwatched_test", context=context)
+    service = node.create_service(Trigger, "~/watched", lambda request, response: response)
+    watched_timer, unwatched_timer = (node.create_timer(3600.0, lambda: None) for _ in range(2))
+    seen = []
+
+    def serve(until, poll):
+        clock.now += 0.001
+        entities = loop.executor_entities()
+        if any(entities.by_kind()):
+            seen.append(entities)
+            raise ServedStates()
+        return True
+
+    loop = WaitSetLoop(node, JointState, "/hexapod_unwatched_states", 10, lambda messages, infos: None,
+                       lambda: math.inf, lambda now: None, 0.01, poll_budget=1e-4, raw=True, serve=serve,
+                       watched_poll_period=0.5, clock=clock, unwatched=(unwatched_timer,))
+    with pytest.raises(ServedStates):
+        loop.spin(FloodedExecutor(ready=0, cost=1e-4, clock=clock))
+    entities = seen[0]
+    assert any(entity is service for entity in entities.services)
+    assert [entity is watched_timer for entity in entities.timers] == [True]
