@@ -206,21 +206,28 @@ def wall_clock_parameters(tmp_path) -> str:
     return str(params_file)
 
 
-def test_the_rcl_loop_in_c_answers_every_state_while_tracking(context, executor, own_loops, tmp_path):
+def native_stack(context, executor, own_loops, tmp_path, service_type, service: str, **parameters):
+    """A computed-torque stack on its own loop (executor native) on the wall clock, its driver's
+    node, and a client of one of its services, all matched; returns (node, driver, plant, client)."""
     node = stack_node(context, params_file=wall_clock_parameters(tmp_path), controller="computed_torque",
-                      gain_set="simulated_plant",
-                      arm_on_start=True, autostart=True, publish_rate=PUBLISH_RATE_HZ, executor="native",
-                      use_sim_time=False)
+                      gain_set="simulated_plant", publish_rate=PUBLISH_RATE_HZ, executor="native",
+                      use_sim_time=False, **parameters)
     driver_node = Node("test_driver", context=context)
     plant = make_plant("embedded", PARAMETERS)
     driver = Driver(driver_node, plant, node, executor, sim_time=False)
-    driver.offset = time.time() - NATIVE_STEPS * plant.dt
     own_loops.append(OwnLoop(node, context))
     executor.add_node(driver_node)
-    parameters = driver_node.create_client(GetParameters, f"/{node.get_name()}/get_parameters")
+    client = driver_node.create_client(service_type, f"/{node.get_name()}/{service}")
     spin_until(executor, lambda: driver.publisher.get_subscription_count() >= 1
-               and node.command_publisher.get_subscription_count() >= 1 and parameters.service_is_ready(),
+               and node.command_publisher.get_subscription_count() >= 1 and client.service_is_ready(),
                DISCOVERY_TIMEOUT_S, "discovery")
+    return node, driver, plant, client
+
+
+def test_the_rcl_loop_in_c_answers_every_state_while_tracking(context, executor, own_loops, tmp_path):
+    node, driver, plant, parameters = native_stack(context, executor, own_loops, tmp_path, GetParameters,
+                                                   "get_parameters", arm_on_start=True, autostart=True)
+    driver.offset = time.time() - NATIVE_STEPS * plant.dt
     request, asked_at, answered_at = None, None, None
     for k in range(NATIVE_STEPS):
         driver.step(executor)
@@ -264,18 +271,8 @@ ARMED_AT_TOLERANCE = 1e-12  # [m, rad] two forward kinematics of one q: measured
 
 
 def test_the_rcl_loop_in_c_answers_a_disarmed_stack_and_hands_over_at_arming(context, executor, own_loops, tmp_path):
-    node = stack_node(context, params_file=wall_clock_parameters(tmp_path), controller="computed_torque",
-                      gain_set="simulated_plant", publish_rate=PUBLISH_RATE_HZ, executor="native", use_sim_time=False)
-    driver_node = Node("test_driver", context=context)
-    plant = make_plant("embedded", PARAMETERS)
-    driver = Driver(driver_node, plant, node, executor, sim_time=False)
+    node, driver, plant, client = native_stack(context, executor, own_loops, tmp_path, SetBool, "arm")
     start = time.time() - (DISARMED_STEPS + HOLD_STEPS) * plant.dt
-    own_loops.append(OwnLoop(node, context))
-    executor.add_node(driver_node)
-    client = driver_node.create_client(SetBool, f"/{node.get_name()}/arm")
-    spin_until(executor, lambda: driver.publisher.get_subscription_count() >= 1
-               and node.command_publisher.get_subscription_count() >= 1 and client.service_is_ready(),
-               DISCOVERY_TIMEOUT_S, "discovery")
     # Disarmed, the stack's forces are zero; a hand moves the platform (gravity held, a push, damping).
     model, damping = HexapodModel(PARAMETERS), PARAMETERS.safety.hold_damping
     for k in range(DISARMED_STEPS):

@@ -44,12 +44,13 @@ spacing of the measured rate (control/safety.py). While tracking, disarmed or fa
 message's bytes go to the compiled step in one C call (ControlLoop.serialized_joint_state: the
 reference read off the player's grid at the stamp, the command's bytes written; disarmed or
 faulted, the player's hold follows the measured pose after each answer, or at each return of the
-rcl loop in C). ``native`` (default): the same loop, where meanwhile an rcl loop in C (:mod:`hexapod_control.ros.native_loop`) also waits, takes
-and publishes, so that no Python runs per joint state; it returns to this loop for any message
-the compiled step does not finish, when the joint states pause, and right after an answer for the
-diagnostics and decimated outputs when due. Its wait watches the services, timers and other
-subscriptions too, and returns as soon as one is ready, for the executor's poll: a request is served
-at once, or ``SERVICE_POLL_PERIOD_S`` after the previous poll when one ran just before (so that a
+rcl loop in C). ``native`` (default): the same loop, where meanwhile an rcl loop in C
+(:mod:`hexapod_control.ros.native_loop`) also waits, takes and publishes, so that no Python runs per
+joint state; it returns to this loop for any message the compiled step does not finish, when the
+joint states pause, and right after an answer for a diagnostics status when due, or for the
+decimated outputs while disarmed or faulted (while tracking it records them for the outputs thread).
+Its wait watches the services, timers (but the diagnostics timer) and other subscriptions too, and
+returns as soon as one is ready, for the executor's poll: a request is served at once, or ``SERVICE_POLL_PERIOD_S`` after the previous poll when one ran just before (so that a
 flood of requests is polled once per period at most, as before), and the blind poll runs only every
 ``WATCHED_POLL_PERIOD_S`` meanwhile (``wait_set`` where the loop in C cannot be built).
 ``single_threaded``: rclpy's SingleThreadedExecutor runs everything, as in the controller node.
