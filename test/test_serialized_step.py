@@ -28,6 +28,7 @@ from test_compiled_step import (
     STEPS,
     TOLERANCE,
     assert_row_met,
+    assert_same_status,
     disarmed_then_armed,
     glitch,
     reference_stale,
@@ -40,6 +41,7 @@ from hexapod_control.control.safety import Action
 from hexapod_control.control.trajectories import make_trajectory
 from hexapod_control.ros.common import set_time
 from hexapod_control.ros.wire import JointStateWire, float64_array_message
+from hexapod_control.simulation.lockstep import message_time
 
 TRAJECTORY = make_trajectory("operational_space", MODEL)
 GRID_KNOTS = 8
@@ -136,6 +138,11 @@ class TripleLoops:
     def arm(self, now):
         answers = [loop.arm(now) for loop in self.loops]
         assert answers[0] == answers[2] and answers[1] == answers[2]
+        # The status an arming publishes (the controller node's ~/arm), of the last decision made before.
+        statuses = [loop.diagnostic(now, force=True) for loop in self.loops]
+        for status in statuses[:2]:
+            assert (status.level, status.message) == (statuses[2].level, statuses[2].message)
+            assert_same_status(status.values, statuses[2].values, now)
         return answers[2]
 
     def compare_state(self):
@@ -224,3 +231,18 @@ def test_disarmed_states_are_answered_from_the_bytes_alike(controller):
     assert {action for action, _ in triple.actions[:EVENT - 1]} == {Action.ZERO}
     assert triple.actions[-1] == (Action.CONTROL, "")
     assert triple.answered_in_c > 0.9 * STEPS
+
+
+def test_an_arming_publishes_the_status_of_the_decision_made_before_it():
+    """The robot stack builds the decision of an answer from the bytes only when it reads it: the
+    status that ~/arm publishes reads the last one, made while disarmed, as the Python loop's."""
+    triple = TripleLoops("computed_torque", arm_on_start=False)
+    names, q, qd = triple.loops[0].joint_names, MODEL.home_q, np.zeros(6)
+    for k in range(10):  # at rest, disarmed: the rate known, no decision read
+        stamp = message_time(k * MODEL.parameters.simulation.dt)
+        if triple._serialized(stamp, serialized(stamp, names, q, qd, None), answer=True) is Serialized.UNREAD:
+            triple.loops[0].joint_state(stamp, stamp, names, q, qd, reference_source=triple._source(0, stamp))
+        for index in (1, 2):
+            triple.loops[index].joint_state(stamp, stamp, names, q, qd, reference_source=triple._source(index, stamp))
+    assert triple.loops[0].compiled_step.finished["answered"] > 0
+    assert triple.arm(stamp)[0]  # which compares the statuses

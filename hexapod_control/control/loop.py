@@ -154,6 +154,7 @@ class ControlLoop:
         self._decision_in_step = False  # the last decision is the compiled step's last answer (built when read)
         self._answered_stamp = math.nan  # the stamp of that answer
         self._answered_action = Action.CONTROL  # and its action
+        self._answered_supervisor = (SupervisorState.ARMED, "")  # and the supervisor's state and reason then
         self.last_reference_stamp: float | None = None
         self.last_arm: tuple[bool, str] | None = None  # the answer to the last arm request
         self._names = (list(self.joint_names), tuple(self.joint_names))  # a message's names as they usually come
@@ -181,7 +182,9 @@ class ControlLoop:
                 self._last_decision = Decision(output.forces, Action.CONTROL, SupervisorState.ARMED, "", output,
                                                output.saturated)
             else:
-                self._last_decision = self._safe_decision(self._answered_action, *self._step.safe_answer()[:2])
+                forces, saturated, _, _ = self._step.safe_answer()
+                self._last_decision = Decision(forces, self._answered_action, *self._answered_supervisor, None,
+                                               saturated)
         return self._last_decision
 
     def _safe_decision(self, action: Action, forces: np.ndarray, saturated: np.ndarray) -> Decision:
@@ -535,6 +538,7 @@ class ControlLoop:
         built when read), and took the grid's reference at that stamp."""
         self.last_reference_stamp = self._answered_stamp = stamp
         self._answered_action = self._step.action
+        self._answered_supervisor = (self.supervisor.state, self.supervisor.reason)  # for the decision built later
         self._decision_in_step = True
 
     def answered_in_step(self) -> tuple[StepRecord, Reference]:
@@ -586,9 +590,12 @@ class ControlLoop:
     # -------------------------------------------------------------- diagnostics
     def diagnostic(self, now: float, force: bool = False) -> DiagnosticStatus | None:
         """The status of the last decision when due (or ``force``), else None."""
-        if self._decision_in_step and self._answered_action != Action.CONTROL:
-            level, message = grade(None, self.supervisor)  # disarmed or faulted: the decision says no more
-        elif self._decision_in_step and self._step.law_ok():  # what grade() says of it, without building it
+        # What grade() says of the compiled step's last answer, without building its decision, while the
+        # supervisor is in the state it answered in: disarmed or faulted, the decision says no more.
+        unchanged = self._decision_in_step and self._answered_supervisor[0] == self.supervisor.state
+        if unchanged and self._answered_action != Action.CONTROL:
+            level, message = grade(None, self.supervisor)
+        elif unchanged and self._step.law_ok():
             level, message = Level.OK, "tracking"
         else:
             level, message = grade(self.last_decision, self.supervisor)
