@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pytest
 
-from hexapod_control.control.loop import ControlLoop
+from hexapod_control.control.loop import ControlLoop, Level
 from hexapod_control.control.safety import Action, SupervisorState
 from hexapod_control.control.trajectories import Reference, make_trajectory
 from hexapod_control.errors import SimulationDivergedError
@@ -318,3 +318,22 @@ def test_disarmed_states_and_arming_decide_alike(controller):
     assert {action for action, _ in twin.actions[:EVENT - 1]} == {Action.ZERO}
     assert twin.actions[-1] == (Action.CONTROL, "")
     assert twin.compiled.finished["answered"] > 0.9 * STEPS  # the disarmed answers too
+
+
+def test_the_status_an_arming_publishes_says_armed():
+    """Not the last decision made while disarmed (a ZERO), which the arming has made moot; then the
+    first answer armed grades as usual."""
+    twin = TwinLoops("computed_torque", arm_on_start=False)
+    q, qd = MODEL.home_q, np.zeros(6)
+    for k in range(10):
+        stamp = message_time(k * MODEL.parameters.simulation.dt)
+        assert twin.state(stamp, stamp, q, qd).decision.action == Action.ZERO
+    assert twin.arm(stamp)[0]
+    for loop in twin.loops:
+        status = loop.diagnostic(stamp, force=True)
+        assert (status.level, status.message, status.values["state"]) == (Level.OK, "armed", "armed")
+    stamp = message_time(10 * MODEL.parameters.simulation.dt)
+    assert twin.state(stamp, stamp, q, qd).decision.reason == "waiting for a reference"
+    for loop in twin.loops:
+        status = loop.diagnostic(stamp, force=True)
+        assert (status.level, status.message) == (Level.WARN, "hold: waiting for a reference")

@@ -83,13 +83,19 @@ def grade(decision: Decision | None, supervisor: SafetySupervisor) -> tuple[Leve
     """Level and message of the supervisor's state and the last decision.
 
     ERROR while a fault is latched; OK while disarmed (a deliberate state); WARN while armed but
-    not controlling (HOLD or ZERO) or while the controller reports anything but ``ok``; else OK.
+    not controlling (HOLD or ZERO) or while the controller reports anything but ``ok``; else OK. A
+    decision made in another state than the supervisor's (the last one before an arming) says
+    nothing of what it does now: armed, OK "armed" until the next one.
     """
+    if decision is not None and decision.state != supervisor.state:
+        decision = None
     control = decision.control if decision is not None else None
     if supervisor.state == SupervisorState.FAULT:
         return Level.ERROR, f"fault ({supervisor.fault_action.value}): {supervisor.reason}"
     if supervisor.state == SupervisorState.DISARMED:
         return Level.OK, f"disarmed: {supervisor.reason}"
+    if decision is None:
+        return Level.OK, "armed"
     if decision is not None and decision.action != Action.CONTROL:
         return Level.WARN, f"{decision.action.value}: {decision.reason}"
     if control is not None and control.status != ControlStatus.OK:
