@@ -4,12 +4,13 @@ Why. In an rclpy node the wait set, the take and the publish are Python calls wi
 at every state: at 1 kHz that floor alone is above the loop's budget (doc/benchmarks.md, "The
 floor"). While the stack tracks, and while it is disarmed or faulted, everything per joint state is
 already one C call of the compiled step (reading the bytes, the reference off the grid, the
-decision, the command's bytes: ControlLoop.serialized_joint_state); this loop makes the wait, the take and the publish C calls
-too, so that no Python runs per state. It returns to the Python loop for everything else: a pause
-in the joint states long enough for the watchdogs to look (while states come, the compiled step
-rejects a stale one itself), a message the compiled step does not finish, and the work that
-follows an answer now and then (the executor's poll, a diagnostics status, the decimated outputs,
-a law status that is not ok): right after an answer, so that the Python runs in the gap before
+decision, the command's bytes: ControlLoop.serialized_joint_state); this loop makes the wait, the
+take and the publish C calls too, so that no Python runs per state. It returns to the Python loop
+for everything else: a pause in the joint states long enough for the watchdogs to look (while
+states come, the compiled step rejects a stale one itself), a message the compiled step does not
+finish, and the work that follows an answer now and then (the executor's poll, a diagnostics
+status, the decimated outputs unless they are recorded for another thread (:class:`RecordRing`), a
+law status that is not ok): right after an answer, so that the Python runs in the gap before
 the next state instead of holding one up. Its wait also watches the node's entities that the
 executor runs (:meth:`WaitSetLoop.executor_entities`) and returns when one is ready, so that a service
 request waits for no blind poll of the executor, and the blind poll, a costly rebuild of rclpy's wait

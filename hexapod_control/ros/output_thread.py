@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable
 
 # How long a thread holding the GIL keeps it once another asks for it [s] (CPython's default is
-# 5 ms, twenty 4 kHz periods): the loop's thread, back from C, waits at most this for the outputs'.
+# 5 ms, twenty 4 kHz periods): the loop's thread, back from C, waits about this for the outputs'
+# (longer only while that one is in a C call that keeps the GIL).
 SWITCH_INTERVAL_S = 1e-4
 STOP_TIMEOUT_S = 5.0  # for the jobs handed over before a stop to finish
 
