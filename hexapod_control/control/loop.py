@@ -127,6 +127,13 @@ class DiagnosticThrottle:
         return True
 
 
+def _safe_decision(action: Action, forces: np.ndarray, saturated: np.ndarray, state: SupervisorState,
+                   reason: str) -> Decision:
+    """The supervisor's decision of a state the compiled step answered with ``action`` (ZERO or HOLD),
+    disarmed or faulted (``state``) for ``reason`` (SafetySupervisor.command)."""
+    return Decision(forces, action, state, reason, None, saturated)
+
+
 class ControlLoop:
     """Supervisor and controller of one process, fed with plain numbers (see the module doc).
 
@@ -189,14 +196,9 @@ class ControlLoop:
                                                output.saturated)
             else:
                 forces, saturated, _, _ = self._step.safe_answer()
-                self._last_decision = Decision(forces, self._answered_action, *self._answered_supervisor, None,
-                                               saturated)
+                self._last_decision = _safe_decision(self._answered_action, forces, saturated,
+                                                     *self._answered_supervisor)
         return self._last_decision
-
-    def _safe_decision(self, action: Action, forces: np.ndarray, saturated: np.ndarray) -> Decision:
-        """The supervisor's decision of a state the compiled step answered with ``action`` (ZERO or HOLD):
-        disarmed or faulted, for the reason it holds (SafetySupervisor.command)."""
-        return Decision(forces, action, self.supervisor.state, self.supervisor.reason, None, saturated)
 
     @last_decision.setter
     def last_decision(self, decision: Decision | None) -> None:
@@ -332,7 +334,7 @@ class ControlLoop:
             self._step.set_action(action)
             if self._step.safe(effort):
                 forces, saturated, pose, phi = self._step.safe_answer()
-                decision = self._safe_decision(action, forces, saturated)
+                decision = _safe_decision(action, forces, saturated, supervisor.state, supervisor.reason)
         if decision is None:
             if self._step is not None:
                 self._step.release()
@@ -596,12 +598,12 @@ class ControlLoop:
     # -------------------------------------------------------------- diagnostics
     def diagnostic(self, now: float, force: bool = False) -> DiagnosticStatus | None:
         """The status of the last decision when due (or ``force``), else None."""
-        # What grade() says of the compiled step's last answer, without building its decision, while the
-        # supervisor is in the state it answered in: disarmed or faulted, the decision says no more.
-        unchanged = self._decision_in_step and self._answered_supervisor[0] == self.supervisor.state
-        if unchanged and self._answered_action != Action.CONTROL:
+        # What grade() says of the compiled step's last answer, without building its decision: a ZERO or
+        # HOLD adds nothing to the grade of the supervisor's state (the one it was made in, or another,
+        # where grade() ignores it); a CONTROL answer is "tracking" while armed and its law ok.
+        if self._decision_in_step and self._answered_action != Action.CONTROL:
             level, message = grade(None, self.supervisor)
-        elif unchanged and self._step.law_ok():
+        elif self._decision_in_step and self.supervisor.state == SupervisorState.ARMED and self._step.law_ok():
             level, message = Level.OK, "tracking"
         else:
             level, message = grade(self.last_decision, self.supervisor)
