@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -57,36 +56,62 @@ class NodeProcess:
         return self.process.returncode
 
 
-class Starver:
-    """Starve a process of CPU now and then, all its threads at once: from a thread of this one, stop
-    it (SIGSTOP) for ``stop_s`` every ``every_s`` and let it go on (SIGCONT). A context manager; the
-    process always runs again on exit. ``stops`` counts the stops made."""
+# The starver's loop, in a process of its own at real-time priority: a thread of the test's process
+# lets the stopped process go on only once it has the GIL (and after the test's garbage collection),
+# so its stops could last several times what they should, more so in a full suite run.
+STARVER_SCRIPT = """
+import os, signal, sys, time
+pid, stop_s, every_s, priority = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+try:
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+except OSError:
+    pass
+ending = []
+signal.signal(signal.SIGTERM, lambda *_: ending.append(True))
+stops, longest = 0, 0.0
+print("ready", flush=True)
+while not ending:
+    time.sleep(every_s)
+    if ending:
+        break
+    began = time.monotonic()
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(stop_s)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        break
+    longest = max(longest, time.monotonic() - began)
+    stops += 1
+print(stops, longest, flush=True)
+"""
 
-    def __init__(self, pid: int, stop_s: float, every_s: float):
-        self.pid, self.stop_s, self.every_s = pid, stop_s, every_s
-        self.stops = 0
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="starver", daemon=True)
+
+class Starver:
+    """Starve a process of CPU now and then, all its threads at once: stop it (SIGSTOP) for
+    ``stop_s`` every ``every_s`` and let it go on (SIGCONT), from a process of its own at SCHED_FIFO
+    ``priority`` (above the starved process's, where the machine permits it), so that the stops last
+    what they should. A context manager; the process always runs again on exit. ``stops`` counts the
+    stops made, ``longest`` is the longest one [s] (for failure messages)."""
+
+    def __init__(self, pid: int, stop_s: float, every_s: float, priority: int):
+        self.pid, self.stop_s, self.every_s, self.priority = pid, stop_s, every_s, priority
+        self.stops, self.longest = 0, 0.0
+        self._process = None
 
     def __enter__(self):
-        self._thread.start()
+        self._process = subprocess.Popen([sys.executable, "-c", STARVER_SCRIPT, str(self.pid), str(self.stop_s),
+                                          str(self.every_s), str(self.priority)], stdout=subprocess.PIPE, text=True)
+        assert self._process.stdout.readline().strip() == "ready"
         return self
 
     def __exit__(self, *_):
-        self._done.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._done.wait(self.every_s):
-            try:
-                os.kill(self.pid, signal.SIGSTOP)
-            except ProcessLookupError:
-                return
-            try:
-                self._done.wait(self.stop_s)
-            finally:
-                os.kill(self.pid, signal.SIGCONT)
-            self.stops += 1
+        self._process.terminate()  # its handler ends the loop after the stop under way, if any
+        output, _ = self._process.communicate(timeout=DELIVERY_TIMEOUT_S)
+        stops, longest = output.split()
+        self.stops, self.longest = int(stops), float(longest)
 
 
 # What a test of a launch file imports: launch itself and launch_ros, whose import needs message

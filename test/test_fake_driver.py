@@ -22,9 +22,9 @@ import yaml
 rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from drive_helpers import simulated_parameters
+from rclpy.serialization import serialize_message
 from ros_helpers import DELIVERY_TIMEOUT_S, DISCOVERY_TIMEOUT_S, SPIN_STEP_S, NodeProcess, Starver, spin_until
 from sensor_msgs.msg import JointState
-from rclpy.serialization import serialize_message
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension, MultiArrayLayout
 from std_srvs.srv import Trigger
 
@@ -475,7 +475,7 @@ def test_every_state_is_the_plant_stepped_under_the_effort_it_reports(listener):
         return (int(values["commands_received"]) - int(before["commands_received"]) == sent
                 and int(values["command_timeouts"]) > int(before["command_timeouts"]))
 
-    with Starver(listener.driver.process.pid, STARVE_S, STARVE_EVERY_S):
+    with Starver(listener.driver.process.pid, STARVE_S, STARVE_EVERY_S, CONTROL_LOOP_PRIORITY + 1):
         timer = listener.node.create_timer(1.0 / LIFT_RATE, send)
         try:
             end = time.monotonic() + LIFT_S
