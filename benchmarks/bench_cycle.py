@@ -1,4 +1,5 @@
-"""One control cycle (compiled and Python) against one MuJoCo step of the same robot, in one process.
+"""One control cycle (compiled and Python), and the whole step per joint state, against one MuJoCo
+step of the same robot, in one process.
 
     python benchmarks/bench_cycle.py [--steps 3000] [--parameters config/hexapod.yaml]
 
@@ -14,6 +15,12 @@ Two passes over the same sequence: wall-clock time (median and p99) and the thre
 (median, less the cost of reading that clock), which other processes on a busy machine
 disturb much less. Prints the ratios of the medians to one plant step and to one mj_step, and
 the load average: run it on an idle core to compare with the 20 us goal.
+
+Then the whole step per joint state of each controller, the law inside it: the compiled step's C
+calls (the supervisor's checks, the delay compensation's prediction and estimator, the law, the
+clamps, the pose), which the robot stack's loop in C runs for each state, timed within
+``ControlLoop.joint_state`` closed on MuJoCo as bench_step.py does, beside one ``mj_step`` per
+period (goal: at most one ``mj_step``, under 30 us median on an idle core).
 """
 
 from __future__ import annotations
@@ -42,6 +49,9 @@ from hexapod_control.simulation.mujoco_plant import MujocoPlant  # noqa: E402
 
 TRAJECTORY_START = 2.0  # [s]: past the start, where the ramp moves the platform
 CLOCK_CALIBRATION_READS = 10000
+# The whole step's runs as bench_step.py's defaults: periods run before measuring (arming, the hold
+# until the rate is known), and the plant's transport delay [control periods].
+WHOLE_STEP_SETTLE, WHOLE_STEP_DELAY = 200, 2
 
 
 def clock_cost(clock: Callable[[], int]) -> float:
@@ -163,7 +173,27 @@ def main(argv=None) -> int:
             for other in (plant_key, mj_key)
         ]
         print(f"{key:<40} {ratios[0]:>16} {ratios[1]:>16}")
+    print_whole_steps(run.model, args.steps, cpu_clock_cost)
     return 0
+
+
+def print_whole_steps(model: HexapodModel, steps: int, cpu_clock_cost: float) -> None:
+    """The whole step per joint state of each controller, as the robot stack runs it in C: the
+    compiled step's calls within ``ControlLoop.joint_state`` (bench_step.py), closed on MuJoCo
+    ``WHOLE_STEP_DELAY`` periods late, each period beside one ``mj_step`` of the same robot."""
+    from bench_step import C_CALLS, MJ_STEP, measure  # imported here: bench_step imports this module
+
+    print(f"# the whole step per joint state (the compiled step's C calls: supervisor, prediction, estimator, law,"
+          f" clamps, pose), closed on MuJoCo {WHOLE_STEP_DELAY} periods late, beside one mj_step per period")
+    print(f"{'what [us]':<40} {'wall median':>12} {'wall p99':>10} {'CPU median':>11} {'/ mj_step (wall, CPU)':>22}")
+    for name in CONTROLLER_NAMES:
+        wall, _ = measure(model, name, steps, WHOLE_STEP_SETTLE, WHOLE_STEP_DELAY, time.perf_counter_ns, variants=())
+        cpu, _ = measure(model, name, steps, WHOLE_STEP_SETTLE, WHOLE_STEP_DELAY, time.thread_time_ns, variants=())
+        medians = [float(np.median(wall[key])) for key in (C_CALLS, MJ_STEP)]
+        cpu_medians = [max(0.0, float(np.median(cpu[key])) - cpu_clock_cost) for key in (C_CALLS, MJ_STEP)]
+        ratio = f"{medians[0] / medians[1]:.2f}, {cpu_medians[0] / cpu_medians[1]:.2f}"
+        print(f"{name + ' whole step':<40} {medians[0]:>12.1f} {np.percentile(wall[C_CALLS], 99):>10.1f} "
+              f"{cpu_medians[0]:>11.1f} {ratio:>22}")
 
 
 if __name__ == "__main__":

@@ -51,16 +51,19 @@ VARIANTS = {
     "joint_state, Python, C core": ("python", "c"),
     "joint_state, Python, NumPy core": ("python", "python"),
 }
+COMPILED = "joint_state, compiled step"
 MJ_STEP = "mujoco.mj_step (1 substep)"
 C_CALLS = "its C calls (intake, command)"  # of the compiled step, within its joint_state
 
 
 def measure(model: HexapodModel, controller_name: str, steps: int, settle: int, delay: int,
-            clock: Callable[[], int]) -> tuple[dict[str, np.ndarray], dict]:
-    """{workload: per-call times [us]} over ``steps`` periods after ``settle``, and the compiled step's counts."""
+            clock: Callable[[], int], variants: tuple[str, ...] = tuple(VARIANTS)) -> tuple[dict[str, np.ndarray], dict]:
+    """{workload: per-call times [us]} over ``steps`` periods after ``settle``, and the compiled step's
+    counts; ``variants``: which of VARIANTS run (the compiled step always does)."""
     trajectory = make_trajectory("operational_space", model)
     loops = {}
-    for label, (step, core) in VARIANTS.items():
+    for label in dict.fromkeys((COMPILED, *variants)):
+        step, core = VARIANTS[label]
         control = ControlLoop(model, controller_name, gain_set=GAIN_SET, arm_on_start=True)
         if control.controller.select_core(core) != core or control.select_step(step) != step:
             raise SystemExit("the compiled code is unavailable: the loops would all run Python")
@@ -68,8 +71,8 @@ def measure(model: HexapodModel, controller_name: str, steps: int, settle: int, 
         robot.reset(model.home_q)
         loops[label] = (control, DelayedPlant(robot, delay))
     bare_data = copy.copy(robot.data)  # mj_step alone, on a copy so that no plant's state is disturbed
-    samples = {key: np.zeros(steps) for key in (*VARIANTS, C_CALLS, MJ_STEP)}
-    step = loops[next(iter(VARIANTS))][0].compiled_step
+    samples = {key: np.zeros(steps) for key in (*loops, C_CALLS, MJ_STEP)}
+    step = loops[COMPILED][0].compiled_step
     c_time = [0]  # the compiled step's C calls in this period, timed around each call
 
     def timed(function):
@@ -110,7 +113,7 @@ def measure(model: HexapodModel, controller_name: str, steps: int, settle: int, 
         decision = control.last_decision
         if decision is None or decision.action.value != "control":
             raise SystemExit(f"the loop '{label}' does not control at the end: {decision}")
-    compiled = loops["joint_state, compiled step"][0]
+    compiled = loops[COMPILED][0]
     compiled.synchronize()
     step = compiled.compiled_step
     counts = {"finished": dict(step.finished), "deferred": dict(step.deferred),
