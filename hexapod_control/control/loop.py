@@ -87,17 +87,15 @@ def grade(decision: Decision | None, supervisor: SafetySupervisor) -> tuple[Leve
     decision made in another state than the supervisor's (the last one before an arming) says
     nothing of what it does now: armed, OK "armed" until the next one.
     """
-    if decision is not None and decision.state != supervisor.state:
-        decision = None
-    control = decision.control if decision is not None else None
     if supervisor.state == SupervisorState.FAULT:
         return Level.ERROR, f"fault ({supervisor.fault_action.value}): {supervisor.reason}"
     if supervisor.state == SupervisorState.DISARMED:
         return Level.OK, f"disarmed: {supervisor.reason}"
-    if decision is None:
+    if decision is None or decision.state != supervisor.state:
         return Level.OK, "armed"
-    if decision is not None and decision.action != Action.CONTROL:
+    if decision.action != Action.CONTROL:
         return Level.WARN, f"{decision.action.value}: {decision.reason}"
+    control = decision.control
     if control is not None and control.status != ControlStatus.OK:
         return Level.WARN, f"controller {control.status.value}"
     return Level.OK, "tracking"
