@@ -43,6 +43,7 @@ from hexapod_control.ros.fake_driver import (
     TickSchedule,
     steps_per_tick,
 )
+from hexapod_control.ros.wire import JointStateWriter
 from hexapod_control.simulation.embedded import EmbeddedSimulator
 
 PARAMETERS = load_parameters()
@@ -64,6 +65,7 @@ LIFT_RATE = 200.0  # [Hz] of the lifting commands
 ODD_EVERY = 20  # every this many lifting commands one is odd: a rejected one, or one the C loop leaves to Python
 STEP_TOLERANCE = 1e-9  # [m], [m/s]: a state against the plant stepped offline from the state before
 STARVE_S, STARVE_EVERY_S = 0.005, 0.05  # the driver is stopped this long this often while lifting: late ticks
+HAND_OVERS, HAND_OVER_S = 4, 0.05  # the C loop's hand-overs while it runs, this far apart [s]
 
 
 # ------------------------------------------------------------------------------------------ without ROS
@@ -255,6 +257,56 @@ def test_a_platform_sinking_past_the_end_of_the_model_freezes_at_rest():
 
 
 # ------------------------------------------------------------------------------------------ over DDS
+def test_the_c_loop_hands_over_whole_ticks_while_it_runs_and_stops_when_asked(context):
+    """The driver's C loop in its thread, the platform floating at home under the force that holds
+    it there: each hand-over while it runs, and the one of its stop, gives whole ticks. Summed, they
+    are every tick it ran, one period apart or counted as overruns; and at each hand-over its plant
+    is the plant stepped here under that force as many times as the hand-overs counted so far."""
+    library = native_driver.build()
+    if isinstance(library, str):
+        pytest.skip(f"no rcl loop in C here: {library}")
+    node = rclpy.create_node("c_loop_hand_overs", context=context)
+    try:
+        names, zeros = list(PARAMETERS.ros.joint_names), [0.0] * 6
+        writer = JointStateWriter(serialize_message(JointState(name=names, position=zeros, velocity=zeros,
+                                                               effort=zeros)))
+        plant = EndStopPlant(EmbeddedSimulator(PARAMETERS), PARAMETERS.limits)
+        plant.plant.reseat(HOME_Q, np.zeros(6))
+        offline = EndStopPlant(EmbeddedSimulator(PARAMETERS), PARAMETERS.limits)
+        offline.plant.reseat(HOME_Q, np.zeros(6))
+        holding = np.asarray(offline.plant.model.dynamics.inverse_dynamics(HOME_Q, np.zeros(6), np.zeros(6),
+                                                                           offline.plant.passive_angles))
+        loop = native_driver.DriverLoop(
+            library, context, node.create_subscription(Float64MultiArray, "c_loop_commands", lambda _: None,
+                                                       RELIABLE_QOS, raw=True),
+            node.create_publisher(JointState, "c_loop_states", RELIABLE_QOS), writer.template, writer.offsets,
+            plant.plant.compiled, native_driver.DriverSchedule(1.0 / RATE, TIMEOUT, PARAMETERS.limits.actuator_force_max,
+                                                               plant.lower, plant.upper, 1))
+        # A command that never times out: the loop ticks in C until it is stopped.
+        loop.start(time.monotonic(), 0, native_driver.PlantState(*plant.compiled_state()),
+                   native_driver.Held(holding, math.inf))
+        handed = [loop.collect(HAND_OVER_S, 0) for _ in range(HAND_OVERS)]
+        handed.append(loop.stop())
+        assert not loop.running
+    finally:
+        node.destroy_node()
+    assert [ticked.reason for ticked in handed] == [native_driver.RUNNING] * HAND_OVERS + ["stopped"]
+    stamps = np.concatenate([ticked.stamps for ticked in handed])
+    ticks, overruns = sum(ticked.ticks for ticked in handed), sum(ticked.overruns for ticked in handed)
+    assert all(ticked.ticks > 0 for ticked in handed[:-1]) and stamps.size == ticks > HAND_OVERS * HAND_OVER_S * RATE / 2
+    periods = np.diff(stamps) * RATE
+    assert np.allclose(periods, np.round(periods), atol=0.01) and int(np.round(periods).sum()) - (ticks - 1) == overruns
+    steps = 0
+    for ticked in handed:
+        offline.advance(holding, ticked.steps)
+        steps += ticked.steps
+        true_q, true_qd = offline.plant.true_state
+        assert np.max(np.abs(ticked.plant.q - true_q)) <= STEP_TOLERANCE, steps
+        assert np.max(np.abs(ticked.plant.qd - true_qd)) <= STEP_TOLERANCE, steps
+    assert steps == ticks + overruns  # one plant step a tick at the plant's rate, the skipped ones included
+    assert sum(ticked.held_ticks for ticked in handed) == ticks and not any(ticked.pending for ticked in handed)
+
+
 def test_every_ctrl_c_ends_the_driver_with_exit_code_zero(tmp_path, context, executor):
     """Started and stopped again and again, each after it has published (before the module's driver starts)."""
     node = rclpy.create_node("fake_driver_stops", context=context)

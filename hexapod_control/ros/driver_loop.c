@@ -6,10 +6,13 @@
  * (hexapod_plant_step of the generated library) and its constants. Each tick does what the Python
  * tick of ros/fake_driver.py does, in the same order: sleep to the tick's absolute deadline, publish
  * the plant's state stamped with that deadline, take the commands waiting, hold the latest one and
- * step the plant under it to the next deadline. It returns to Python when:
+ * step the plant under it to the next deadline. Python calls it from a thread of its own and
+ * meanwhile serves the executor and the diagnostics in another: hexapod_driver_drain hands it what
+ * the loop counted and logged so far, with the plant's state, without stopping the ticks. The loop
+ * holds `loop_lock` while it ticks and lets go while it sleeps, so a drain sees whole ticks. It
+ * returns when:
  *   - the context is no longer valid (Ctrl-C): DRIVER_SHUTDOWN;
- *   - a tick ends at or after DRIVER_IO_RETURN_AT (the executor's poll and the diagnostics, then
- *     in the gap before the next tick): DRIVER_DUE;
+ *   - Python asked it to (hexapod_driver_stop, when the node is destroyed): DRIVER_STOPPED;
  *   - it wakes a whole period or more after a deadline and a step of the ticks it missed is
  *     Python's (below): DRIVER_LATE, and Python runs that tick before anything is published;
  *   - a tick needs Python after its take: a command this file does not read (another layout or
@@ -20,14 +23,16 @@
  *     DRIVER_REST, with the steps it has left (DRIVER_IO_STEPS_LEFT);
  *   - a log is full: DRIVER_LOG_FULL.
  * The io array (DRIVER_IO_* below) carries the schedule, the limits and the held command in, and
- * the counts out; `plant` holds the plant's state (DRIVER_PLANT_*), in and out. Nothing is
- * allocated per tick once the one message buffer is warm.
+ * the counts out, counted from the call on; `plant` holds the plant's state (DRIVER_PLANT_*), in and
+ * out. The logs hold the ticks and commands since the last drain. Nothing is allocated per tick
+ * once the one message buffer is warm.
  */
 #include <rcl/rcl.h>
 #include <rcutils/allocator.h>
 #include <rmw/serialized_message.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -40,7 +45,7 @@ typedef int (*plant_step_fn)(const double *q, const double *qd, const double *fo
 
 /* Return values. */
 #define DRIVER_SHUTDOWN 0
-#define DRIVER_DUE 1
+#define DRIVER_STOPPED 1
 #define DRIVER_LATE 2
 #define DRIVER_REST 3
 #define DRIVER_LOG_FULL 4
@@ -49,9 +54,9 @@ typedef int (*plant_step_fn)(const double *q, const double *qd, const double *fo
 /* The io array: inputs (set by Python before each call), in-outs, then outputs (reset by Python). */
 #define DRIVER_IO_DEADLINE 0          /* in-out, monotonic [s]: the next tick's deadline */
 #define DRIVER_IO_PERIOD 1            /* [s] */
-#define DRIVER_IO_RETURN_AT 2         /* monotonic [s]: return after the first tick that ends at or after it */
+#define DRIVER_IO_STOP 2              /* in: 1 asks the loop to return (hexapod_driver_stop) */
 #define DRIVER_IO_OFFSET_SECONDS 3    /* ROS time - monotonic time: whole seconds, */
-#define DRIVER_IO_OFFSET_NANOSECONDS 4 /* and the nanoseconds beyond them */
+#define DRIVER_IO_OFFSET_NANOSECONDS 4 /* and the nanoseconds beyond them (a drain may update both) */
 #define DRIVER_IO_TIMEOUT 5           /* [s] the command timeout */
 #define DRIVER_IO_FORCE_MAX 6         /* [N] the drives' saturation */
 #define DRIVER_IO_LOWER 7             /* [m] the end stops */
@@ -59,12 +64,12 @@ typedef int (*plant_step_fn)(const double *q, const double *qd, const double *fo
 #define DRIVER_IO_STEPS_PER_TICK 9
 #define DRIVER_IO_HELD 10             /* in-out: 1 when a valid command is held (DRIVER_PLANT_HELD) */
 #define DRIVER_IO_HELD_ARRIVAL 11     /* in-out, monotonic [s]: its arrival */
-#define DRIVER_IO_TICKS 12            /* out: ticks begun */
+#define DRIVER_IO_TICKS 12            /* out: ticks begun (this and the counts below: since the call) */
 #define DRIVER_IO_RECEIVED 13         /* out: commands read and held here */
 #define DRIVER_IO_COMMANDS 14         /* out: commands taken, read here or pending */
 #define DRIVER_IO_PLANT_STEPS 15      /* out: plant steps done here */
-#define DRIVER_IO_TICK_LOG 16         /* out: entries in the tick log */
-#define DRIVER_IO_COMMAND_LOG 17      /* out: entries in the command log */
+#define DRIVER_IO_TICK_LOG 16         /* out: entries in the tick log (since the last drain) */
+#define DRIVER_IO_COMMAND_LOG 17      /* out: entries in the command log (since the last drain) */
 #define DRIVER_IO_PENDING_COUNT 18    /* out: commands copied to pending */
 #define DRIVER_IO_TAKEN 19            /* out, monotonic [s]: when the tick Python finishes took */
 #define DRIVER_IO_STEPS_LEFT 20       /* out: the plant steps that tick has left */
@@ -103,6 +108,9 @@ typedef int (*plant_step_fn)(const double *q, const double *qd, const double *fo
 #define DRIVER_TAKES 16        /* commands taken at one tick at most; the rest wait for the next */
 #define DRIVER_STEP_OUT_SIZE 64 /* doubles the plant step writes, at most (checked by native_driver.py) */
 #define NANOSECONDS 1000000000LL
+
+/* Held by the loop while it ticks, by a drain or a stop while they read or write io, plant and logs. */
+static pthread_mutex_t loop_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Float64MultiArray in little-endian CDR: encapsulation, the layout's dim count and data_offset,
  * the data's count, then the values aligned to 8 bytes from the end of the encapsulation. */
@@ -231,25 +239,32 @@ int hexapod_driver_loop(rcl_context_t *context, rcl_subscription_t *subscription
     state.buffer_length = state.buffer_capacity = (size_t)message_layout[DRIVER_MESSAGE_SIZE];
     state.allocator = allocator;
     const double period = io[DRIVER_IO_PERIOD];
-    const int64_t offset = (int64_t)io[DRIVER_IO_OFFSET_SECONDS] * NANOSECONDS + (int64_t)io[DRIVER_IO_OFFSET_NANOSECONDS];
     const int steps_per_tick = (int)io[DRIVER_IO_STEPS_PER_TICK];
     size_t pending_used = 0;
     int result = DRIVER_ERROR;
+    pthread_mutex_lock(&loop_lock);
     for (;;) {
         if (!rcl_context_is_valid(context)) {
             result = DRIVER_SHUTDOWN;
             break;
         }
+        if (io[DRIVER_IO_STOP] != 0.0) {
+            result = DRIVER_STOPPED;
+            break;
+        }
         const double deadline = io[DRIVER_IO_DEADLINE];
         const double now = seconds(clock_nanoseconds(CLOCK_MONOTONIC));
         if (now < deadline) {
+            pthread_mutex_unlock(&loop_lock);
             const struct timespec until = {(time_t)floor(deadline), (long)((deadline - floor(deadline)) * 1e9)};
             const int slept = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL);
+            pthread_mutex_lock(&loop_lock);
             if (slept != 0 && slept != EINTR) {
                 break;
             }
             continue; /* a signal (Ctrl-C) wakes it early: the context is checked again */
         }
+        const int64_t offset = (int64_t)io[DRIVER_IO_OFFSET_SECONDS] * NANOSECONDS + (int64_t)io[DRIVER_IO_OFFSET_NANOSECONDS];
         /* The tick: as fake_driver.py's _plant_tick. One that starts a whole period or more late
          * skips the ticks it missed (TickSchedule.begin), and the plant goes on through their steps
          * under the forces it had; when one of those steps is Python's, Python runs the tick. */
@@ -327,11 +342,6 @@ int hexapod_driver_loop(rcl_context_t *context, rcl_subscription_t *subscription
             result = DRIVER_REST;
             break;
         }
-        /* Python's work goes right after a tick, in the gap before the next one. */
-        if (seconds(clock_nanoseconds(CLOCK_MONOTONIC)) >= io[DRIVER_IO_RETURN_AT]) {
-            result = DRIVER_DUE;
-            break;
-        }
         /* Room for the next tick's entries, whatever it takes. */
         if (io[DRIVER_IO_TICK_LOG] >= tick_capacity || io[DRIVER_IO_COMMAND_LOG] + DRIVER_TAKES > command_capacity) {
             result = DRIVER_LOG_FULL;
@@ -339,6 +349,39 @@ int hexapod_driver_loop(rcl_context_t *context, rcl_subscription_t *subscription
         }
     }
 done:
+    pthread_mutex_unlock(&loop_lock);
     (void)rmw_serialized_message_fini(&command);
     return result;
+}
+
+/* What the loop running on `io`, `plant` and the logs did so far, without stopping it: io and plant
+ * copied whole, the logs' entries moved (the loop's logs start again empty). */
+void hexapod_driver_drain(double *io, const double *plant, const double *tick_log, const double *command_log,
+                          double *io_copy, double *plant_copy, double *tick_copy, double *command_copy)
+{
+    pthread_mutex_lock(&loop_lock);
+    memcpy(io_copy, io, DRIVER_IO_SIZE * sizeof(double));
+    memcpy(plant_copy, plant, DRIVER_PLANT_SIZE * sizeof(double));
+    memcpy(tick_copy, tick_log, (size_t)io[DRIVER_IO_TICK_LOG] * DRIVER_TICK_ENTRY * sizeof(double));
+    memcpy(command_copy, command_log, (size_t)io[DRIVER_IO_COMMAND_LOG] * DRIVER_COMMAND_ENTRY * sizeof(double));
+    io[DRIVER_IO_TICK_LOG] = 0.0;
+    io[DRIVER_IO_COMMAND_LOG] = 0.0;
+    pthread_mutex_unlock(&loop_lock);
+}
+
+/* Set the offset of the ROS time from the monotonic time the loop stamps with. */
+void hexapod_driver_set_offset(double *io, double offset_seconds, double offset_nanoseconds)
+{
+    pthread_mutex_lock(&loop_lock);
+    io[DRIVER_IO_OFFSET_SECONDS] = offset_seconds;
+    io[DRIVER_IO_OFFSET_NANOSECONDS] = offset_nanoseconds;
+    pthread_mutex_unlock(&loop_lock);
+}
+
+/* Ask the loop running on `io` to return before its next tick. */
+void hexapod_driver_stop(double *io)
+{
+    pthread_mutex_lock(&loop_lock);
+    io[DRIVER_IO_STOP] = 1.0;
+    pthread_mutex_unlock(&loop_lock);
 }

@@ -38,7 +38,8 @@ Board       ``board:=none`` (default): the forces act on the plant directly, as 
             The simulated board's plant is this module's; a Quanser board paces the loop by its
             clock (its blocking read), the others by the deadlines below.
 
-Loop. One thread does everything (:class:`hexapod_control.ros.wait_set_loop.WaitSetLoop`): it
+Loop. One thread does the Python ticks and everything else (:class:`hexapod_control.ros.wait_set_loop.WaitSetLoop`;
+the ticks in C below have a thread of their own, which never takes the interpreter lock): it
 sleeps until the next absolute ``time.monotonic`` deadline, 1/``rate`` apart, and does the work of
 a tick itself, in ros2_control's order (read, the joint_state_broadcaster publishes, the
 controllers update, write): it publishes the plant's state at the tick's scheduled time, then takes
@@ -64,9 +65,10 @@ command is held and the plant moves freely (:mod:`hexapod_control.ros.native_dri
 order, the same plant step, no Python per tick. Every other tick is the Python tick above: before
 the first command and after a timeout, on an end stop, at a command the C loop leaves to Python
 (another layout, a rejected one), a late tick when a step of the ticks it skipped is Python's;
-and every tick on a board or with injected faults. The executor's poll and the diagnostics run
-right after a tick, in the gap before the next. ``executor:=wait_set``: the Python ticks only.
-/diagnostics counts the ticks run in C as ``native_ticks``.
+and every tick on a board or with injected faults. The C loop runs in a thread of its own while
+this node's thread serves the executor and the diagnostics beside it, taking over what the
+loop counted so far at each poll. ``executor:=wait_set``: the Python ticks only. /diagnostics
+counts the ticks run in C as ``native_ticks``.
 
 Injected faults (for tests and benchmarks of a controller; default none). ``inject_extra_ticks``
 N: each command is taken 0..N ticks later than it would be, drawn per command but never before
@@ -346,32 +348,35 @@ class FakeDriverNode(HexapodNode):
         self._throttle = DiagnosticThrottle(parameters.safety.diagnostics_period)
         self.executor_choice = declare_choice(self, "executor", "native", EXECUTORS, EXECUTOR_DESCRIPTION)
         self.native_ticks = 0  # ticks the C loop ran to their end
-        function = self._native_function()
+        library = self._native_library()
         self.loop = WaitSetLoop(self, Float64MultiArray, TOPICS["effort_commands"], RELIABLE_QOS, self._on_commands,
                                 self._deadline, self._on_deadline, SERVICE_POLL_PERIOD_S, at_deadline=True,
-                                serve=self._serve_native if function is not None else None)
-        self._native = None if function is None else native_driver.DriverLoop(
-            function, self.context, self.loop.subscription, self.state_publisher, self._state_writer.template,
+                                serve=self._serve_native if library is not None else None)
+        self._native = None if library is None else native_driver.DriverLoop(
+            library, self.context, self.loop.subscription, self.state_publisher, self._state_writer.template,
             self._state_writer.offsets, self.plant.plant.compiled, native_driver.DriverSchedule(
                 self.period, self.command.timeout, parameters.limits.actuator_force_max, self.plant.lower,
                 self.plant.upper, self.steps_per_tick))
 
-    def _native_function(self):
-        """The C loop's function when it can serve this driver (native_driver.py's module doc), else None."""
+    def _native_library(self) -> native_driver.DriverLibrary | None:
+        """The C loop's functions when it can serve this driver (native_driver.py's module doc), else None."""
         if self.executor_choice != "native" or self.drive is not None or self.injection is not None:
             return None
         if self.plant.plant.compiled is None or not self.plant.plant.ideal_sensor:
-            function = "the plant has no C step with an ideal sensor (hexapod.simulation)"
+            library = "the plant has no C step with an ideal sensor (hexapod.simulation)"
         else:
-            function = native_driver.build()
-        if isinstance(function, str):
-            self.get_logger().warning(f"ticks run in Python, not by the rcl loop in C: {function}")
+            library = native_driver.build()
+        if isinstance(library, str):
+            self.get_logger().warning(f"ticks run in Python, not by the rcl loop in C: {library}")
             return None
-        return function
+        return library
 
     def _deadline(self) -> float:
-        """When the next tick is due: a board paced by its own clock is always due once it samples
-        (its blocking read waits for the next sample); otherwise the PC's schedule."""
+        """When the next tick is due: never here while the C loop ticks; a board paced by its own
+        clock is always due once it samples (its blocking read waits for the next sample); otherwise
+        the PC's schedule."""
+        if self._native is not None and self._native.running:
+            return math.inf
         if self.board_kind == QUANSER_BOARD and self.drive.sampling:
             return 0.0
         return self.timing.deadline
@@ -395,15 +400,19 @@ class FakeDriverNode(HexapodNode):
 
     # -------------------------------------------------------------- the rcl loop in C
     def _serve_native(self, until: float, poll: float) -> bool:
-        """Run the ticks in C until ``poll`` or until one needs Python (native_driver.py); False when
-        the plant cannot be stepped there now (the wait-set loop then sleeps to ``until``)."""
-        state = self.plant.compiled_state()
-        if state is None:
-            return False
-        held = self.command.held
+        """Let the ticks run in C, starting them if they are not running, and take over what they did
+        by ``poll`` or when one needs Python (native_driver.py); False when the plant cannot be
+        stepped there now (the wait-set loop then sleeps to ``until``)."""
+        native = self._native
         self._update_clock_offset()
-        ticked = self._native.run(self.timing.deadline, poll, self._clock_offset, native_driver.PlantState(*state),
-                                  None if held is None else native_driver.Held(*held))
+        if not native.running:
+            state = self.plant.compiled_state()
+            if state is None:
+                return False
+            held = self.command.held
+            native.start(self.timing.deadline, self._clock_offset, native_driver.PlantState(*state),
+                         None if held is None else native_driver.Held(*held))
+        ticked = native.collect(poll - time.monotonic(), self._clock_offset)
         self.timing.ticked(ticked.starts, ticked.overruns, ticked.deadline)
         plant = ticked.plant
         self.plant.resume_compiled(plant.q, plant.qd, plant.phi, plant.warm, plant.applied, plant.last_start,
@@ -416,11 +425,7 @@ class FakeDriverNode(HexapodNode):
                                       f"{native_driver.PENDING_BYTES} bytes, not applied", throttle_duration_sec=1.0)
         self.window_states += ticked.ticks
         self.window_commands += ticked.commands
-        if self.timing_log.path:
-            for column, values in (("state_stamps", ticked.stamps), ("state_publications", ticked.publications),
-                                   ("command_takes", ticked.takes), ("command_arrivals", ticked.arrivals),
-                                   ("command_sources", ticked.sources)):
-                self.timing_log.extend(column, values.tolist())
+        self._log_ticked(ticked)
         if ticked.reason == "rest":
             self.native_ticks += ticked.ticks - 1
             self._finish_tick(ticked)
@@ -428,7 +433,15 @@ class FakeDriverNode(HexapodNode):
             self.native_ticks += ticked.ticks
             if ticked.ticks:
                 self._report(time.monotonic(), True)
-        return True  # "late": the wait-set loop runs that tick; "shutdown": it ends
+        return True  # "late": the wait-set loop runs that tick; "shutdown", "stopped": it ends
+
+    def _log_ticked(self, ticked: native_driver.Ticked) -> None:
+        """The timing log's entries of the ticks and commands the C loop handed over."""
+        if self.timing_log.path:
+            for column, values in (("state_stamps", ticked.stamps), ("state_publications", ticked.publications),
+                                   ("command_takes", ticked.takes), ("command_arrivals", ticked.arrivals),
+                                   ("command_sources", ticked.sources)):
+                self.timing_log.extend(column, values.tolist())
 
     def _finish_tick(self, ticked: native_driver.Ticked) -> None:
         """The rest of a tick the C loop published and took for: as _plant_tick from its take on."""
@@ -585,14 +598,20 @@ class FakeDriverNode(HexapodNode):
         self.diagnostics.publish(self.get_clock().now().nanoseconds * 1e-9, level, text, values)
 
     def destroy_node(self) -> None:
-        if getattr(self, "drive", None) is not None:
-            try:
-                self.drive.close()  # outputs safe and the board released, whatever else fails
-            except BoardError as error:
-                self.get_logger().error(f"closing the board: {error}")
-        if hasattr(self, "timing_log"):
-            self.timing_log.save()
-        super().destroy_node()
+        try:
+            # Its thread uses the node's publisher and subscription; what it did last goes to the log.
+            ticked = self._native.stop() if getattr(self, "_native", None) is not None else None
+            if ticked is not None:
+                self._log_ticked(ticked)
+        finally:
+            if getattr(self, "drive", None) is not None:
+                try:
+                    self.drive.close()  # outputs safe and the board released, whatever else fails
+                except BoardError as error:
+                    self.get_logger().error(f"closing the board: {error}")
+            if hasattr(self, "timing_log"):
+                self.timing_log.save()
+            super().destroy_node()
 
 
 def make_drive(kind: str, parameters: HexapodParameters) -> DriveCore | None:

@@ -8,8 +8,13 @@ Python tick's order, with the same plant step (hexapod_plant_step of the generat
 Everything else stays the Python tick's: no command yet or a timed-out one, a command other than
 six finite values with an empty layout, an end stop, a plant step the C step does not finish
 (also in the ticks a late tick skipped), and the driver's boards and injected faults, which never
-run here. The executor's poll and the diagnostics run between the ticks when due, right after
-one (:meth:`DriverLoop.run`).
+run here.
+
+The C loop runs in a thread of its own (:meth:`DriverLoop.start`) and returns only when a tick needs
+Python. Meanwhile the node's thread serves the executor and the diagnostics: it takes what the
+loop counted, logged and stepped so far (:meth:`DriverLoop.collect`) without stopping the ticks.
+When the loop returned to Python between its ticks for them instead, each return cost the ticks
+of a millisecond or more of Python: at 2 and 4 kHz, overruns (doc/benchmarks.md).
 
 driver_loop.c is compiled at first use against this environment's rcl, as rcl_loop.c is
 (:func:`hexapod_control.ros.native_loop.compile_library`); without it the driver runs its Python
@@ -20,27 +25,57 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from hexapod_control.ros.native_loop import compiled_function, loop_constants
+from hexapod_control.ros.native_loop import compile_library, compiled_function, loop_constants
 
 SOURCE = Path(__file__).with_name("driver_loop.c")
-TICK_ENTRIES = 256  # ticks logged between two returns at most (the loop returns when full)
-COMMAND_ENTRIES = 1024  # commands logged between two returns at most
+# Ticks and commands logged between two hand-overs at most (the loop returns when a log is full):
+# seconds at the highest rates, against hand-overs every SERVICE_POLL_PERIOD_S of the driver.
+TICK_ENTRIES = 1 << 13
+COMMAND_ENTRIES = 1 << 14
 PENDING_BYTES = 1 << 20  # commands handed to Python at one return (a six-force command: 68 B)
+RUNNING = "running"  # the reason of a hand-over while the loop goes on
+# How long a stop waits for the loop's thread [s]: a tick and a hand-over. It is not waited for longer,
+# since a Ctrl-C inside start() can keep that thread from starting at all.
+STOP_WAIT_S = 1.0
 OUT_FIELDS = ("q", "qd", "phi", "state")  # the plant step's outputs the loop reads, DRIVER_OUT_* order
 PLANT_FIELDS = ("q", "qd", "phi", "warm", "applied", "last_start")  # PlantState's, in the plant array
 
 
-def build(cache: Path | None = None):
-    """The C loop's function, compiled and loaded; or why not (a str)."""
+@dataclass
+class DriverLibrary:
+    """The C loop's functions: the loop, and the hand-over, the stamps' offset and the stop, which
+    another thread calls while it runs."""
+
+    loop: ctypes._CFuncPtr
+    drain: ctypes._CFuncPtr
+    set_offset: ctypes._CFuncPtr
+    stop: ctypes._CFuncPtr
+
+
+def build(cache: Path | None = None) -> DriverLibrary | str:
+    """The C loop's functions, compiled and loaded; or why not (a str)."""
     if sys.byteorder != "little":
         return "the C loop writes the little-endian CDR of this host's doubles"
-    return compiled_function(SOURCE, "hexapod_driver_loop", [ctypes.c_void_p] * 10 + [
-        ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_size_t], cache)
+    library = compile_library(SOURCE, cache)
+    if isinstance(library, str):
+        return library
+    functions = {}
+    for name, restype, argtypes in (
+            ("loop", ctypes.c_int, [ctypes.c_void_p] * 10 + [ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p,
+                                                            ctypes.c_long, ctypes.c_void_p, ctypes.c_size_t]),
+            ("drain", None, [ctypes.c_void_p] * 8),
+            ("set_offset", None, [ctypes.c_void_p, ctypes.c_double, ctypes.c_double]),
+            ("stop", None, [ctypes.c_void_p])):
+        function = getattr(library, f"hexapod_driver_{name}")
+        function.restype, function.argtypes = restype, argtypes
+        functions[name] = function
+    return DriverLibrary(**functions)
 
 
 def command_reader(cache: Path | None = None):
@@ -84,9 +119,10 @@ class DriverSchedule:
 
 @dataclass
 class Ticked:
-    """What one run of the C loop did and left to Python."""
+    """What the C loop did since the last hand-over, and what it left to Python when it returned.
+    The counts, the logs and the plant steps are those since the last hand-over."""
 
-    reason: str  # "shutdown", "due", "late", "rest", "log_full"
+    reason: str  # RUNNING (a hand-over while it goes on), "shutdown", "stopped", "late", "rest", "log_full"
     deadline: float  # the next tick's (monotonic)
     ticks: int  # begun here (the last one Python finishes when ``reason`` is "rest")
     overruns: int  # ticks skipped because one began a period or more late
@@ -109,16 +145,18 @@ class Ticked:
 
 
 class DriverLoop:
-    """The C loop over the driver's command subscription and joint-state publisher."""
+    """The C loop over the driver's command subscription and joint-state publisher, in a thread of its own."""
 
-    REASONS = ("shutdown", "due", "late", "rest", "log_full")
+    REASONS = ("shutdown", "stopped", "late", "rest", "log_full")
+    # The counts of the io array handed over as the change since the last hand-over.
+    COUNTS = ("ticks", "overruns", "received", "commands", "oversized", "plant_steps", "held_ticks")
 
-    def __init__(self, function, context, subscription, publisher, template: bytes, offsets: dict[str, int],
-                 plant_step, schedule: DriverSchedule):
+    def __init__(self, library: DriverLibrary, context, subscription, publisher, template: bytes,
+                 offsets: dict[str, int], plant_step, schedule: DriverSchedule):
         """``template``, ``offsets``: a serialized JointState of the joints and where its stamp,
         position, velocity and effort are (JointStateWriter.template and .offsets); ``plant_step``: the
         plant's CompiledPlantStep; ``schedule``: the driver's period and limits, fixed for its life."""
-        self.function = function
+        self.library = library
         self.context, self.subscription, self.publisher = context, subscription, publisher
         names = loop_constants(SOURCE, ("DRIVER",))
         self.io_index = {name[len("DRIVER_IO_"):].lower(): value for name, value in names.items()
@@ -145,11 +183,17 @@ class DriverLoop:
         self.tick_log = np.zeros(TICK_ENTRIES * self.tick_entry)
         self.command_log = np.zeros(COMMAND_ENTRIES * self.command_entry)
         self.pending = np.zeros(PENDING_BYTES, dtype=np.uint8)
+        # What a hand-over while the loop runs copies into (hexapod_driver_drain).
+        self._drained = tuple(np.zeros_like(array) for array in (self.io, self.plant, self.tick_log, self.command_log))
         self._outputs = [self.io_index[name] for name in (
             "ticks", "received", "commands", "plant_steps", "tick_log", "command_log", "pending_count", "taken",
             "steps_left", "oversized", "overruns", "held_ticks")]
+        self._counts = [self.io_index[name] for name in self.COUNTS]
+        self._handed = np.zeros(len(self.COUNTS))  # the counts at the last hand-over
         for name in ("period", "timeout", "force_max", "lower", "upper", "steps_per_tick"):
             self.io[self.io_index[name]] = getattr(schedule, name)
+        self._finished: threading.Event | None = None  # set when the loop's thread ends; None: not started
+        self._result: int | Exception | None = None
 
     def _set_plant(self, state: PlantState, held: Held | None) -> None:
         plant, fields = self.plant, self.plant_fields
@@ -158,50 +202,106 @@ class DriverLoop:
         if held is not None:
             plant[fields["held"]] = held.forces
 
-    def _plant_state(self) -> PlantState:
-        return PlantState(**{name: self.plant[self.plant_fields[name]].copy() for name in PLANT_FIELDS})
+    @property
+    def running(self) -> bool:
+        """The loop was started and not yet collected at its end."""
+        return self._finished is not None
 
-    def run(self, deadline: float, return_at: float, clock_offset: int, plant: PlantState,
-            held: Held | None) -> Ticked:
-        """Run ticks from the one due at ``deadline`` (monotonic) until Python is needed (module doc),
-        at the latest after the first tick that ends at or after ``return_at`` (monotonic).
-        ``clock_offset`` [ns]: ROS time - monotonic time, for the stamps."""
+    def start(self, deadline: float, clock_offset: int, plant: PlantState, held: Held | None) -> None:
+        """Run ticks in C from the one due at ``deadline`` (monotonic) in a thread of its own, until
+        Python is needed (module doc). ``clock_offset`` [ns]: ROS time - monotonic time, for the
+        stamps. The thread inherits this one's scheduling (the node's realtime_priority)."""
+        if self.running:
+            raise RuntimeError("the driver's C loop is already running")
         io, index = self.io, self.io_index
         io[self._outputs] = 0.0
+        self._handed[:] = 0.0
         seconds, nanoseconds = divmod(clock_offset, 1_000_000_000)
-        for name, value in (("deadline", deadline), ("return_at", return_at), ("offset_seconds", seconds),
+        for name, value in (("deadline", deadline), ("stop", 0.0), ("offset_seconds", seconds),
                             ("offset_nanoseconds", nanoseconds), ("held", held is not None),
                             ("held_arrival", held.arrival if held else 0.0)):
             io[index[name]] = value
         self._set_plant(plant, held)
-        with self.context.handle, self.subscription.handle, self.publisher.handle:
-            code = self.function(self.context.handle.pointer, self.subscription.handle.pointer,
-                                 self.publisher.handle.pointer, self.message.ctypes.data,
-                                 self.message_layout.ctypes.data, self.step_address, ctypes.addressof(self._constants),
-                                 self.out_layout.ctypes.data, self.plant.ctypes.data, io.ctypes.data,
-                                 self.tick_log.ctypes.data, TICK_ENTRIES, self.command_log.ctypes.data,
-                                 COMMAND_ENTRIES, self.pending.ctypes.data, PENDING_BYTES)
-        if code not in self.codes:
+        self._result = None
+        self._finished = threading.Event()
+        threading.Thread(target=self._run, args=(self._finished,), name="hexapod_driver_ticks").start()
+
+    def _run(self, finished: threading.Event) -> None:
+        try:
+            with self.context.handle, self.subscription.handle, self.publisher.handle:
+                self._result = self.library.loop(
+                    self.context.handle.pointer, self.subscription.handle.pointer, self.publisher.handle.pointer,
+                    self.message.ctypes.data, self.message_layout.ctypes.data, self.step_address,
+                    ctypes.addressof(self._constants), self.out_layout.ctypes.data, self.plant.ctypes.data,
+                    self.io.ctypes.data, self.tick_log.ctypes.data, TICK_ENTRIES, self.command_log.ctypes.data,
+                    COMMAND_ENTRIES, self.pending.ctypes.data, PENDING_BYTES)
+        except Exception as error:  # handed to collect(), in the node's thread
+            self._result = error
+        finally:
+            finished.set()
+
+    def collect(self, timeout: float, clock_offset: int) -> Ticked:
+        """What the loop did since the last hand-over: at its end, if it ends within ``timeout`` [s];
+        otherwise so far, reason RUNNING, while it goes on with ``clock_offset`` [ns] for its stamps."""
+        if not self._finished.wait(max(timeout, 0.0)):
+            seconds, nanoseconds = divmod(clock_offset, 1_000_000_000)
+            self.library.set_offset(self.io.ctypes.data, seconds, nanoseconds)
+            io, plant, ticks, commands = self._drained
+            self.library.drain(self.io.ctypes.data, self.plant.ctypes.data, self.tick_log.ctypes.data,
+                               self.command_log.ctypes.data, io.ctypes.data, plant.ctypes.data, ticks.ctypes.data,
+                               commands.ctypes.data)
+            return self._handed_over(RUNNING, io, plant, ticks, commands, [])
+        return self._ended()
+
+    def stop(self) -> Ticked | None:
+        """Stop the loop, if it runs, before its next tick: what it did since the last hand-over
+        (reason "stopped"), or None when it was not running or its thread did not end within
+        STOP_WAIT_S."""
+        if self._finished is None:
+            return None
+        self.library.stop(self.io.ctypes.data)
+        if not self._finished.wait(STOP_WAIT_S):
+            self._finished = None
+            return None
+        return self._ended()
+
+    def _ended(self) -> Ticked:
+        """What the loop did since the last hand-over, once its thread ended."""
+        self._finished = None
+        result = self._result
+        if isinstance(result, Exception) or result not in self.codes:
             if not self.context.ok():  # shut down under it (Ctrl-C): nothing is left to serve
-                code = next(code for code, reason in self.codes.items() if reason == "shutdown")
+                result = next(code for code, reason in self.codes.items() if reason == "shutdown")
+            elif isinstance(result, Exception):
+                raise result
             else:
-                raise RuntimeError(f"the driver's rcl loop failed (rcl error; status {code})")
-        ticks = self.tick_log[: int(io[index["tick_log"]]) * self.tick_entry].reshape(-1, self.tick_entry)
-        commands = self.command_log[: int(io[index["command_log"]]) * self.command_entry].reshape(-1, self.command_entry)
+                raise RuntimeError(f"the driver's rcl loop failed (rcl error; status {result})")
+        return self._handed_over(self.codes[result], self.io, self.plant, self.tick_log, self.command_log,
+                                 self._pending())
+
+    def _pending(self) -> list[tuple[bytes, float]]:
         pending, at = [], 0
-        for _ in range(int(io[index["pending_count"]])):
+        for _ in range(int(self.io[self.io_index["pending_count"]])):
             size = int(self.pending[at:at + 8].view(np.int64)[0])
             arrived = float(self.pending[at + 8:at + 16].view(np.float64)[0])
             pending.append((self.pending[at + 16:at + 16 + size].tobytes(), arrived))
             at += 16 + size
-        held_out = None
+        return pending
+
+    def _handed_over(self, reason: str, io: np.ndarray, plant: np.ndarray, tick_log: np.ndarray,
+                     command_log: np.ndarray, pending: list) -> Ticked:
+        index = self.io_index
+        counts = io[self._counts]
+        change = dict(zip(self.COUNTS, (counts - self._handed).astype(int).tolist()))
+        self._handed = counts.copy()
+        ticks = tick_log[: int(io[index["tick_log"]]) * self.tick_entry].reshape(-1, self.tick_entry)
+        commands = command_log[: int(io[index["command_log"]]) * self.command_entry].reshape(-1, self.command_entry)
+        held = None
         if io[index["held"]]:
-            held_out = Held(self.plant[self.plant_fields["held"]].copy(), float(io[index["held_arrival"]]))
+            held = Held(plant[self.plant_fields["held"]].copy(), float(io[index["held_arrival"]]))
         return Ticked(
-            self.codes[code], float(io[index["deadline"]]), int(io[index["ticks"]]), int(io[index["overruns"]]),
-            int(io[index["received"]]),
-            int(io[index["commands"]]), int(io[index["oversized"]]), int(io[index["plant_steps"]]),
-            int(io[index["held_ticks"]]),
-            self._plant_state(), held_out, ticks[:, 0].copy(), ticks[:, 1].copy(), ticks[:, 2].copy(),
-            ticks[:, 3].copy(), commands[:, 0].copy(), commands[:, 1].copy(), pending, float(io[index["taken"]]),
-            int(io[index["steps_left"]]))
+            reason, float(io[index["deadline"]]), change["ticks"], change["overruns"], change["received"],
+            change["commands"], change["oversized"], change["plant_steps"], change["held_ticks"],
+            PlantState(**{name: plant[self.plant_fields[name]].copy() for name in PLANT_FIELDS}), held,
+            ticks[:, 0].copy(), ticks[:, 1].copy(), ticks[:, 2].copy(), ticks[:, 3].copy(), commands[:, 0].copy(),
+            commands[:, 1].copy(), pending, float(io[index["taken"]]), int(io[index["steps_left"]]))
