@@ -236,7 +236,9 @@ def run(controller: str, executor: str, seconds: float, rate: float, priority: i
         poses.clear(), references.clear()
         cpu_start = {name: cpu_seconds(p.pid) for name, p in (("stack", stack), ("driver", driver))}
         start, wall_start = time.monotonic(), time.time()
-        starver = Starver(stack.pid, faults.starve_ms * 1e-3, faults.starve_every) if faults.starve_ms else None
+        # Above the stack's priority, so that its stops last what they should.
+        starver = (Starver(stack.pid, faults.starve_ms * 1e-3, faults.starve_every, priority + 1)
+                   if faults.starve_ms else None)
         with starver or contextlib.nullcontext():
             while time.monotonic() - start < seconds:
                 rclpy.spin_once(node, timeout_sec=0.01)

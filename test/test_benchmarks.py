@@ -30,8 +30,9 @@ QUICK = (
 )
 OVER_DDS = (
     ("bench_rclpy_floor.py", ["--states", "300", "--realtime-priority", "0"], "rcl loop in C"),
-    ("bench_loop.py", ["--seconds", "1", "--controllers", "computed_torque", "--realtime-priority", "0"],
-     "CPU per process"),
+    # With the starver: its options are the ones the plain run does not reach.
+    ("bench_loop.py", ["--seconds", "1", "--controllers", "computed_torque", "--realtime-priority", "0",
+                       "--starve-ms", "1", "--starve-every", "0.3"], "CPU per process"),
 )
 
 
