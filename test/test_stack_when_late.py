@@ -4,7 +4,8 @@ What hexapod_robot_stack runs per joint state (ControlLoop: supervisor, delay-co
 the TrajectoryPlayer sampled at each answered stamp), against the fake driver's plant (the
 embedded simulator on end stops at ``STOP``), with the loop's timing made by this test instead of
 DDS: a command acts from the first plant step ``1 + extra`` periods after the state it answers,
-``extra`` drawn at random per command; a lost command never acts; a starved stack answers no state
+``extra`` drawn at random per command (the stack says when it published it); the driver may take
+each command up to two periods later still, in order, without the stack knowing; a lost command never acts; a starved stack answers no state
 for a few periods (it judges them, as a late loop judges superseded ones) while the driver holds
 the last force, or answers only every third or fourth state for good; the stack may answer a
 state one to three periods after its stamp (it received it late); a late driver tick steps the plant twice for one joint state; a state is stamped
@@ -35,6 +36,7 @@ from hexapod_control.simulation.embedded import EmbeddedSimulator
 STOP = 0.30  # [m] the driver's travel limit, where the unpowered platform rests (as test_loop_over_dds)
 REST_STEPS = 1500  # zero force until the platform rests on its stops
 RUN_STEPS = 4000  # after arming: the move from the stops, then the trajectory
+LONG_RUN_STEPS = 20000  # as long as a tracking run over DDS, for what happens only now and then
 TRACKED_FROM = 1500  # steps after arming: the move is over
 PEAK_MARGIN = 1.05
 # The tracking RMS measured in each case [m] (computed torque, double loop); the bound is 4x.
@@ -49,6 +51,7 @@ MEASURED_RMS = {
     "answered_one_to_three_periods_late": (1.3e-8, 2.5e-5),
     "driver_ticks_late_and_stamps_jittered": (2.8e-7, 2.7e-5),
     "first_state_while_sinking": (1.3e-8, 2.5e-5),
+    "driver_takes_commands_0_to_2_periods_late_in_order": (3.5e-8, None),  # the double loop overspeeds
     "all_at_once": (3.0e-7, 2.7e-5),
 }
 RMS_BOUND_FACTOR = 4.0
@@ -58,7 +61,8 @@ MODEL = HexapodModel(PARAMETERS)
 
 
 def run(controller: str, delays=(0,), lost: float = 0.0, starved_every: int = 0, starved_for: int = 0,
-        overrun: float = 0.0, stamp_jitter: float = 0.0, first_state: int = 0, answered_late=(0,), seed: int = 1):
+        overrun: float = 0.0, stamp_jitter: float = 0.0, first_state: int = 0, answered_late=(0,), taken_late=(0,),
+        run_steps: int = RUN_STEPS, seed: int = 1):
     """Peak actuator speed after arming [m/s], the tracking RMS [m], and the last decision.
 
     ``overrun``: the chance that a driver tick comes a period late and steps the plant twice under
@@ -66,7 +70,9 @@ def run(controller: str, delays=(0,), lost: float = 0.0, starved_every: int = 0,
     that much after their plant step, when the driver gets to publish them; ``first_state``: the
     plant step of the first joint state the stack receives (DDS matched late: the platform is
     sinking by then); ``answered_late``: the periods after its stamp the stack answers a state,
-    drawn per state (it received the state late), which its command then acts later by."""
+    drawn per state (it received the state late), which its command then acts later by; ``taken_late``:
+    the periods the driver takes each command later, drawn per command but never before the command
+    before it, unknown to the stack (the fake driver's ``inject_extra_ticks``)."""
     limits = PARAMETERS.limits.model_copy(update={"actuator_position_max": STOP})
     plant = EndStopPlant(EmbeddedSimulator(PARAMETERS.model_copy(update={"limits": limits})), limits)
     loop = ControlLoop(MODEL, controller, "simulated_plant")
@@ -74,6 +80,7 @@ def run(controller: str, delays=(0,), lost: float = 0.0, starved_every: int = 0,
     rng = np.random.default_rng(seed)
     dt = 1.0 / PARAMETERS.controllers.rate
     in_flight: list[tuple[int, np.ndarray]] = []  # (the step from which it acts, forces)
+    released = 0  # the step from which the driver's last late-taken command acts
     applied = np.zeros(6)
     peak, errors = 0.0, []
 
@@ -84,7 +91,7 @@ def run(controller: str, delays=(0,), lost: float = 0.0, starved_every: int = 0,
             loop.validated_reference(stamp, reference)
 
     k = 0
-    while k < REST_STEPS + RUN_STEPS:
+    while k < REST_STEPS + run_steps:
         t = 1.0 + k * dt + rng.uniform(0.0, stamp_jitter)
         q, qd = plant.joint_positions(), plant.joint_velocities()
         after = k - REST_STEPS  # steps since arming
@@ -105,7 +112,10 @@ def run(controller: str, delays=(0,), lost: float = 0.0, starved_every: int = 0,
             extra = late + int(rng.choice(delays))
             loop.published(t, t + (extra + 0.5) * dt)
             if not rng.random() < lost:
-                in_flight.append((k + 1 + extra, record.forces.copy()))
+                acts = k + 1 + extra
+                if len(taken_late) > 1:  # the driver keeps the commands' order
+                    acts = released = max(acts + int(rng.choice(taken_late)), released)
+                in_flight.append((acts, record.forces.copy()))
             control = record.decision.control
             if after >= TRACKED_FROM and control is not None:
                 errors.append(control.position_error_norm)
@@ -140,13 +150,27 @@ CASES = {
     "answered_one_to_three_periods_late": dict(answered_late=(1, 2, 3)),
     "driver_ticks_late_and_stamps_jittered": dict(overrun=0.05, stamp_jitter=3e-4),
     "first_state_while_sinking": dict(delays=(0, 1), first_state=150),
+    # The fake driver's inject_extra_ticks, which the stack is not told of: the forces' delay jumps
+    # between 1 and 3 periods, and in order (a command waits for the one before it).
+    "driver_takes_commands_0_to_2_periods_late_in_order": dict(taken_late=(0, 1, 2), run_steps=LONG_RUN_STEPS),
     "all_at_once": dict(delays=(0, 1, 2), lost=0.01, starved_every=500, starved_for=5, overrun=0.05,
                         stamp_jitter=3e-4),
 }
 
 
-@pytest.mark.parametrize("controller", ["computed_torque", "double_loop"])
-@pytest.mark.parametrize("case", CASES)
+# Here, and over DDS (test_loop_over_dds.py, late, lossy and starved), the double loop rings up to an
+# overspeed within seconds now and then: with delays that jump between 1 and 3 periods its prediction
+# under one delay d misplaces the forces in flight, and its feedback, unlike computed torque's, grows
+# on that error. Seed 1 holds at 0.754 m/s. The prediction does not use the effort the drives report.
+DOUBLE_LOOP_TAKEN_LATE = pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="the double loop overspeeds when the driver takes commands 1-3 periods late, in order")
+LOOP_CASES = [pytest.param(case, controller, id=f"{case}-{controller}", marks=DOUBLE_LOOP_TAKEN_LATE if (
+    controller == "double_loop" and CASES[case].get("taken_late", (0,)) != (0,)) else ())
+    for case in CASES for controller in ("computed_torque", "double_loop")]
+
+
+@pytest.mark.parametrize(("case", "controller"), LOOP_CASES)
 def test_the_loop_stays_within_the_move_and_tracks_when_late(controller, case):
     peak, rms, decision = run(controller, **CASES[case])
     move = PARAMETERS.trajectories.move
