@@ -1,20 +1,21 @@
 """The robot stack's loop from the stops when its answers come late, get lost, or stop for a while.
 
-What hexapod_robot_stack runs per joint state (ControlLoop: supervisor, delay-compensated law;
-the TrajectoryPlayer sampled at each answered stamp), against the fake driver's plant (the
-embedded simulator on end stops at ``STOP``), with the loop's timing made by this test instead of
-DDS: a command acts from the first plant step ``1 + extra`` periods after the state it answers,
-``extra`` drawn at random per command (the stack says when it published it); the driver may take
-each command up to two periods later still, in order, without the stack knowing; a lost command never acts; a starved stack answers no state
-for a few periods (it judges them, as a late loop judges superseded ones) while the driver holds
-the last force, or answers only every third or fourth state for good; the stack may answer a
-state one to three periods after its stamp (it received it late); a late driver tick steps the plant twice for one joint state; a state is stamped
-when the driver publishes it, a little after its plant step; the stack may receive its first state
-only while the platform sinks (DDS matched late). The stack's trajectory player holds the measured
-pose until armed: held where the platform was first seen instead, arming ramped from the stops to
-that pose while ~/start's move began there too, and the two motions added up to 0.475 m/s in this
-replay (an overspeed HOLD over DDS). The platform rests on its stops, the stack arms and starts the 6.5 trajectory as
-an operator would (the smooth move from the stops, then the trajectory).
+What hexapod_robot_stack runs per joint state (ControlLoop: supervisor, delay-compensated law; the
+TrajectoryPlayer sampled at each answered stamp), against the fake driver's plant (the embedded
+simulator on end stops at ``STOP``), with the loop's timing made by this test instead of DDS: a
+command acts from the first plant step ``1 + extra`` periods after the state it answers, ``extra``
+drawn at random per command (the stack says when it published it); the driver may take each command
+up to two periods later still, in order, without the stack knowing; a lost command never acts; a
+starved stack answers no state for a few periods (it judges them, as a late loop judges superseded
+ones) while the driver holds the last force, or answers only every third or fourth state for good;
+the stack may answer a state one to three periods after its stamp (it received it late); a late
+driver tick steps the plant twice for one joint state; a state is stamped when the driver publishes
+it, a little after its plant step; the stack may receive its first state only while the platform
+sinks (DDS matched late). The stack's trajectory player holds the measured pose until armed: held
+where the platform was first seen instead, arming ramped from the stops to that pose while ~/start's
+move began there too, and the two motions added up to 0.475 m/s in this replay (an overspeed HOLD
+over DDS). The platform rests on its stops, the stack arms and starts the 6.5 trajectory as an
+operator would (the smooth move from the stops, then the trajectory).
 
 Bounds: the move's peak actuator speed is ``speed_fraction`` x the limit by design (0.325 m/s);
 its measured peaks in these runs lie within 3 % of it, and the bound allows 5 %. Tracking over the
@@ -161,7 +162,8 @@ CASES = {
 # Here, and over DDS (test_loop_over_dds.py, late, lossy and starved), the double loop rings up to an
 # overspeed within seconds now and then: with delays that jump between 1 and 3 periods its prediction
 # under one delay d misplaces the forces in flight, and its feedback, unlike computed torque's, grows
-# on that error. Seed 1 holds at 0.754 m/s. The prediction does not use the effort the drives report.
+# on that error. With seed 1 it overspeeds into a HOLD (0.754 m/s). The prediction does not use the
+# effort the drives report (the delay estimate does).
 DOUBLE_LOOP_TAKEN_LATE = pytest.mark.xfail(
     strict=True, raises=AssertionError,
     reason="the double loop overspeeds when the driver takes commands 1-3 periods late, in order")
