@@ -260,8 +260,9 @@ def test_a_platform_sinking_past_the_end_of_the_model_freezes_at_rest():
 def test_the_c_loop_hands_over_whole_ticks_while_it_runs_and_stops_when_asked(context):
     """The driver's C loop in its thread, the platform floating at home under the force that holds
     it there: each hand-over while it runs, and the one of its stop, gives whole ticks. Summed, they
-    are every tick it ran, one period apart or counted as overruns; and at each hand-over its plant
-    is the plant stepped here under that force as many times as the hand-overs counted so far."""
+    are every tick due from the first, run one period apart or counted as overruns; and at each
+    hand-over its plant is the plant stepped here under that force as many times as the hand-overs
+    counted so far."""
     library = native_driver.build()
     if isinstance(library, str):
         pytest.skip(f"no rcl loop in C here: {library}")
@@ -276,6 +277,9 @@ def test_the_c_loop_hands_over_whole_ticks_while_it_runs_and_stops_when_asked(co
         offline.plant.reseat(HOME_Q, np.zeros(6))
         holding = np.asarray(offline.plant.model.dynamics.inverse_dynamics(HOME_Q, np.zeros(6), np.zeros(6),
                                                                            offline.plant.passive_angles))
+        # Both under that force already: ticks the loop skips (a late first one) go on under it.
+        plant.advance(holding, 1)
+        offline.advance(holding, 1)
         loop = native_driver.DriverLoop(
             library, context, node.create_subscription(Float64MultiArray, "c_loop_commands", lambda _: None,
                                                        RELIABLE_QOS, raw=True),
@@ -283,8 +287,8 @@ def test_the_c_loop_hands_over_whole_ticks_while_it_runs_and_stops_when_asked(co
             plant.plant.compiled, native_driver.DriverSchedule(1.0 / RATE, TIMEOUT, PARAMETERS.limits.actuator_force_max,
                                                                plant.lower, plant.upper, 1))
         # A command that never times out: the loop ticks in C until it is stopped.
-        loop.start(time.monotonic(), 0, native_driver.PlantState(*plant.compiled_state()),
-                   native_driver.Held(holding, math.inf))
+        first_due = time.monotonic()
+        loop.start(first_due, 0, native_driver.PlantState(*plant.compiled_state()), native_driver.Held(holding, math.inf))
         handed = [loop.collect(HAND_OVER_S, 0) for _ in range(HAND_OVERS)]
         handed.append(loop.stop())
         assert not loop.running
@@ -294,8 +298,10 @@ def test_the_c_loop_hands_over_whole_ticks_while_it_runs_and_stops_when_asked(co
     stamps = np.concatenate([ticked.stamps for ticked in handed])
     ticks, overruns = sum(ticked.ticks for ticked in handed), sum(ticked.overruns for ticked in handed)
     assert all(ticked.ticks > 0 for ticked in handed[:-1]) and stamps.size == ticks > HAND_OVERS * HAND_OVER_S * RATE / 2
-    periods = np.diff(stamps) * RATE
-    assert np.allclose(periods, np.round(periods), atol=0.01) and int(np.round(periods).sum()) - (ticks - 1) == overruns
+    # Stamped with the monotonic clock (offset 0): the ticks due from the first one, run or skipped
+    # (the first can be late already), end at the last stamp.
+    periods = np.diff(np.concatenate([[first_due], stamps])) * RATE
+    assert np.allclose(periods, np.round(periods), atol=0.01) and int(np.round(periods).sum()) + 1 == ticks + overruns
     steps = 0
     for ticked in handed:
         offline.advance(holding, ticked.steps)

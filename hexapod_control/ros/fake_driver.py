@@ -402,16 +402,17 @@ class FakeDriverNode(HexapodNode):
     def _serve_native(self, until: float, poll: float) -> bool:
         """Let the ticks run in C, starting them if they are not running, and take over what they did
         by ``poll`` or when one needs Python (native_driver.py); False when the plant cannot be
-        stepped there now (the wait-set loop then sleeps to ``until``)."""
+        stepped there now or no command is to be applied (the wait-set loop then sleeps to ``until``
+        and runs the Python tick)."""
         native = self._native
         self._update_clock_offset()
         if not native.running:
-            state = self.plant.compiled_state()
-            if state is None:
+            held, state = self.command.held, self.plant.compiled_state()
+            # Without a command to apply the C loop would hand its first tick back at once.
+            if state is None or held is None or time.monotonic() - held[1] > self.command.timeout:
                 return False
-            held = self.command.held
             native.start(self.timing.deadline, self._clock_offset, native_driver.PlantState(*state),
-                         None if held is None else native_driver.Held(*held))
+                         native_driver.Held(*held))
         ticked = native.collect(poll - time.monotonic(), self._clock_offset)
         self.timing.ticked(ticked.starts, ticked.overruns, ticked.deadline)
         plant = ticked.plant

@@ -10,8 +10,8 @@ six finite values with an empty layout, an end stop, a plant step the C step doe
 (also in the ticks a late tick skipped), and the driver's boards and injected faults, which never
 run here.
 
-The C loop runs in a thread of its own (:meth:`DriverLoop.start`) and returns only when a tick needs
-Python. Meanwhile the node's thread serves the executor and the diagnostics: it takes what the
+The C loop runs in a thread of its own (:meth:`DriverLoop.start`; one thread for the driver's life,
+which waits between runs) and returns only when a tick needs Python. Meanwhile the node's thread serves the executor and the diagnostics: it takes what the
 loop counted, logged and stepped so far (:meth:`DriverLoop.collect`) without stopping the ticks.
 When the loop returned to Python between its ticks for them instead, each return cost the ticks
 of a millisecond or more of Python: at 2 and 4 kHz, overruns (doc/benchmarks.md).
@@ -40,8 +40,8 @@ TICK_ENTRIES = 1 << 13
 COMMAND_ENTRIES = 1 << 14
 PENDING_BYTES = 1 << 20  # commands handed to Python at one return (a six-force command: 68 B)
 RUNNING = "running"  # the reason of a hand-over while the loop goes on
-# How long a stop waits for the loop's thread [s]: a tick and a hand-over. It is not waited for longer,
-# since a Ctrl-C inside start() can keep that thread from starting at all.
+# How long a stop waits for the run under way and for the worker thread [s]: a tick and a hand-over.
+# It is not waited for longer, since a Ctrl-C inside start() can keep the worker from starting at all.
 STOP_WAIT_S = 1.0
 OUT_FIELDS = ("q", "qd", "phi", "state")  # the plant step's outputs the loop reads, DRIVER_OUT_* order
 PLANT_FIELDS = ("q", "qd", "phi", "warm", "applied", "last_start")  # PlantState's, in the plant array
@@ -192,8 +192,11 @@ class DriverLoop:
         self._handed = np.zeros(len(self.COUNTS))  # the counts at the last hand-over
         for name in ("period", "timeout", "force_max", "lower", "upper", "steps_per_tick"):
             self.io[self.io_index[name]] = getattr(schedule, name)
-        self._finished: threading.Event | None = None  # set when the loop's thread ends; None: not started
+        self._finished: threading.Event | None = None  # set when a run ends; None: none under way
         self._result: int | Exception | None = None
+        self._requested = threading.Event()  # a run is asked of the worker
+        self._worker: threading.Thread | None = None  # started at the first run, ended by stop()
+        self._closing = False
 
     def _set_plant(self, state: PlantState, held: Held | None) -> None:
         plant, fields = self.plant, self.plant_fields
@@ -204,13 +207,14 @@ class DriverLoop:
 
     @property
     def running(self) -> bool:
-        """The loop was started and not yet collected at its end."""
+        """A run was started and not yet collected at its end."""
         return self._finished is not None
 
     def start(self, deadline: float, clock_offset: int, plant: PlantState, held: Held | None) -> None:
-        """Run ticks in C from the one due at ``deadline`` (monotonic) in a thread of its own, until
+        """Run ticks in C from the one due at ``deadline`` (monotonic) in the worker thread, until
         Python is needed (module doc). ``clock_offset`` [ns]: ROS time - monotonic time, for the
-        stamps. The thread inherits this one's scheduling (the node's realtime_priority)."""
+        stamps. The worker, started at the first run, inherits this thread's scheduling (the node's
+        realtime_priority)."""
         if self.running:
             raise RuntimeError("the driver's C loop is already running")
         io, index = self.io, self.io_index
@@ -224,21 +228,32 @@ class DriverLoop:
         self._set_plant(plant, held)
         self._result = None
         self._finished = threading.Event()
-        threading.Thread(target=self._run, args=(self._finished,), name="hexapod_driver_ticks").start()
+        if self._worker is None:
+            self._closing = False
+            self._worker = threading.Thread(target=self._serve, name="hexapod_driver_ticks", daemon=True)
+            self._worker.start()
+        self._requested.set()
 
-    def _run(self, finished: threading.Event) -> None:
-        try:
-            with self.context.handle, self.subscription.handle, self.publisher.handle:
-                self._result = self.library.loop(
-                    self.context.handle.pointer, self.subscription.handle.pointer, self.publisher.handle.pointer,
-                    self.message.ctypes.data, self.message_layout.ctypes.data, self.step_address,
-                    ctypes.addressof(self._constants), self.out_layout.ctypes.data, self.plant.ctypes.data,
-                    self.io.ctypes.data, self.tick_log.ctypes.data, TICK_ENTRIES, self.command_log.ctypes.data,
-                    COMMAND_ENTRIES, self.pending.ctypes.data, PENDING_BYTES)
-        except Exception as error:  # handed to collect(), in the node's thread
-            self._result = error
-        finally:
-            finished.set()
+    def _serve(self) -> None:
+        """The worker: each run asked of it, until stop() closes it."""
+        while True:
+            self._requested.wait()
+            self._requested.clear()
+            if self._closing:
+                return
+            finished = self._finished
+            try:
+                with self.context.handle, self.subscription.handle, self.publisher.handle:
+                    self._result = self.library.loop(
+                        self.context.handle.pointer, self.subscription.handle.pointer, self.publisher.handle.pointer,
+                        self.message.ctypes.data, self.message_layout.ctypes.data, self.step_address,
+                        ctypes.addressof(self._constants), self.out_layout.ctypes.data, self.plant.ctypes.data,
+                        self.io.ctypes.data, self.tick_log.ctypes.data, TICK_ENTRIES, self.command_log.ctypes.data,
+                        COMMAND_ENTRIES, self.pending.ctypes.data, PENDING_BYTES)
+            except Exception as error:  # handed to collect(), in the node's thread
+                self._result = error
+            finally:
+                finished.set()
 
     def collect(self, timeout: float, clock_offset: int) -> Ticked:
         """What the loop did since the last hand-over: at its end, if it ends within ``timeout`` [s];
@@ -254,16 +269,21 @@ class DriverLoop:
         return self._ended()
 
     def stop(self) -> Ticked | None:
-        """Stop the loop, if it runs, before its next tick: what it did since the last hand-over
-        (reason "stopped"), or None when it was not running or its thread did not end within
-        STOP_WAIT_S."""
-        if self._finished is None:
-            return None
-        self.library.stop(self.io.ctypes.data)
-        if not self._finished.wait(STOP_WAIT_S):
+        """Stop the run under way, if any, before its next tick, and end the worker: what the run did
+        since the last hand-over (reason "stopped"), or None when none was under way or it did not
+        end within STOP_WAIT_S."""
+        ticked = None
+        if self._finished is not None:
+            self.library.stop(self.io.ctypes.data)
+            if self._finished.wait(STOP_WAIT_S):
+                ticked = self._ended()
             self._finished = None
-            return None
-        return self._ended()
+        if self._worker is not None:
+            self._closing = True
+            self._requested.set()
+            self._worker.join(STOP_WAIT_S)
+            self._worker = None
+        return ticked
 
     def _ended(self) -> Ticked:
         """What the loop did since the last hand-over, once its thread ended."""
