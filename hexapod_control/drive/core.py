@@ -118,10 +118,14 @@ class CommandHold:
         if applied:
             self._active = True
 
+    def applies(self, now: float) -> bool:
+        """A held command is to be applied at ``now``: one is held and it has not timed out."""
+        return self._latest is not None and now - self._latest[1] <= self.timeout
+
     def forces(self, now: float) -> tuple[np.ndarray, bool]:
         """(forces to apply at ``now``, whether they are a held command rather than zero)."""
         latest = self._latest
-        active = latest is not None and now - latest[1] <= self.timeout
+        active = self.applies(now)
         if self._active and not active:
             self.timeouts += 1
         self._active = active

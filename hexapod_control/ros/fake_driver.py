@@ -409,7 +409,7 @@ class FakeDriverNode(HexapodNode):
         if not native.running:
             held, state = self.command.held, self.plant.compiled_state()
             # Without a command to apply the C loop would hand its first tick back at once.
-            if state is None or held is None or time.monotonic() - held[1] > self.command.timeout:
+            if state is None or not self.command.applies(time.monotonic()):
                 return False
             native.start(self.timing.deadline, self._clock_offset, native_driver.PlantState(*state),
                          native_driver.Held(*held))
