@@ -160,7 +160,9 @@ class ControlLoop:
                                            parameters.controllers.valid_rates(controller_name, gain_set))
         self.arm_on_start = arm_on_start
         self.throttle = DiagnosticThrottle(parameters.safety.diagnostics_period)
-        self.pose_state = model.create_state()
+        # One warm start for the FK of the measured state, the hold force's and the pose's, as the
+        # compiled step keeps one: two drift apart in the last bits while a HOLD starts.
+        self.pose_state = self.supervisor.kinematic_state
         self._last_decision: Decision | None = None
         self._decision_in_step = False  # the last decision is the compiled step's last answer (built when read)
         self._answered_stamp = math.nan  # the stamp of that answer
