@@ -196,10 +196,11 @@ def test_thesis_gains_at_1khz_computed_torque_stable_double_loop_not():
     assert THESIS_KP > bound
     assert linearised_spectral_radius(model, "double_loop", settings) > 2.0
     assert linearised_spectral_radius(model, "double_loop", settings, SIMULATED_PLANT) < 1.0
-    # The shipped K_p = m_min / dt puts the lightest mode's velocity pole near 0; K_i keeps the
-    # thesis integral time.
+    # The shipped K_p = m_min / (2 dt) puts the lightest mode's velocity pole near 1/2, a gain margin
+    # of 2 against forces the prediction misplaces (test_stack_when_late.py); K_i keeps the thesis
+    # integral time.
     gains = settings.double_loop.velocity_gains(SIMULATED_PLANT)
-    assert gains.velocity_proportional_gain[0] == pytest.approx(bound / 2.0, rel=0.02)
+    assert gains.velocity_proportional_gain[0] == pytest.approx(bound / 4.0, rel=0.02)
     assert gains.velocity_integral_gain[0] / gains.velocity_proportional_gain[0] == pytest.approx(4750.6 / THESIS_KP, rel=1e-3)
     just_below, just_above = (
         model.parameters.replace(controllers={"double_loop": {"velocity_proportional_gain": factor * bound}}).controllers
@@ -225,11 +226,11 @@ def test_thesis_double_loop_gains_oscillate_in_simulation():
 # over 1 ms); the double loop's errors come from the lag of its velocity loop.
 TRACKING_BOUNDS = {
     # name: (position RMS [m], position max [m], orientation RMS [rad], orientation max [rad])
-    "double_loop": (5.0e-5, 2.5e-4, 1.2e-4, 2.0e-4),  # (3.4e-5, 1.8e-4, 8.3e-5, 1.4e-4)
+    "double_loop": (7.5e-5, 1.2e-4, 2.5e-4, 4.3e-4),  # (5.0e-5, 8.2e-5, 1.7e-4, 2.9e-4)
     "computed_torque": (5.0e-8, 8.0e-8, 1.1e-7, 1.4e-7),  # (3.4e-8, 5.1e-8, 7.5e-8, 9.4e-8)
 }
 MISMATCH_BOUNDS = {
-    "double_loop": (7.0e-5, 3.0e-4, 1.2e-4, 2.2e-4),  # (4.7e-5, 2.0e-4, 8.2e-5, 1.5e-4)
+    "double_loop": (8.0e-5, 1.4e-4, 2.5e-4, 4.6e-4),  # (5.3e-5, 9.6e-5, 1.6e-4, 3.0e-4)
     "computed_torque": (1.4e-5, 2.0e-5, 6.0e-6, 1.1e-5),  # (9.1e-6, 1.3e-5, 4.1e-6, 7.2e-6)
 }
 

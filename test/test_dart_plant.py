@@ -11,8 +11,8 @@ home and 1.9e-4 at a pose away from it (DART's default PGS options, 30 iteration
 there: gz-sim runs with the same), the static hold with the model's g_bar drifts 2.8e-9 m in 1 s
 at home and 1.3e-7 m away from it, with the welds closed to 3e-12 m; the closed loop (test/delay_runs.py, 4 s of the fast-ramp 6.5
 trajectory) as on the other plants: computed torque 2.0e-7 / 1.9e-7 / 1.8e-7 m RMS after the start
-at 0 / 1 / 2 periods of delay, the double loop 7.0e-5 m, never saturated; the bare laws at 2
-periods clamp in 91 % (computed torque) and 92 % (double loop) of the steps. Bounds ~3x.
+at 0 / 1 / 2 periods of delay, the double loop 3.1e-5 m, never saturated; the bare laws clamp in
+91 % (computed torque, 2 periods) and 84 % (double loop, 3 periods) of the steps. Bounds ~3x.
 """
 
 import importlib.util
@@ -35,8 +35,9 @@ MODEL = HexapodModel(PARAMETERS)
 OTHER_Q = np.array([0.2, 0.15, 0.18, 0.17, 0.19, 0.16])  # away from home in every slider
 BOUNDS = {  # settled position RMS [m] by delay, maximum [m], orientation RMS [rad]
     "computed_torque": ({0: 6e-7, 1: 6e-7, 2: 6e-7}, {0: 6e-6, 1: 1.5e-5, 2: 5e-5}, 1e-6),
-    "double_loop": ({0: 2.5e-4, 1: 2.5e-4, 2: 2.5e-4}, {0: 6e-4, 1: 6e-4, 2: 6e-4}, 2.5e-4),
+    "double_loop": ({0: 1e-4, 1: 1e-4, 2: 1e-4}, {0: 2e-4, 1: 2e-4, 2: 2e-4}, 4e-4),
 }
+BARE_UNSTABLE_FROM = {"computed_torque": 2, "double_loop": 3}  # [periods] (hexapod margins)
 
 
 def test_the_version_is_the_one_written_down():
@@ -92,6 +93,6 @@ def test_both_controllers_track_on_dart_with_delay(controller_name, delay):
     assert run.ok, run
     assert run.settled_position_rms < settled[delay] and run.position_max < maximum[delay]
     assert run.orientation_rms < orientation
-    if delay == 2:  # the issue's table: the bare laws clamp in most steps
-        bare = track("dart", controller_name, delay, compensated=False)
+    if delay == 2:  # the bare laws clamp in most steps where they are unstable
+        bare = track("dart", controller_name, BARE_UNSTABLE_FROM[controller_name], compensated=False)
         assert bare.saturated > 0.5, bare

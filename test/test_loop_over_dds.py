@@ -36,9 +36,9 @@ SETTLE_S = 1.5  # [s] of reference stamps after ~/start: the move to the traject
 TRACKED_S = 3.0  # [s] of reference stamps compared
 STARTUP_TIMEOUT_S = 60.0  # two processes start, discover each other, and the platform comes to rest
 SINKING_M_S = 0.05  # [m/s] disarmed during the trajectory, some slider sinks at least this fast: re-arm
-# Measured over 60 s (RMS, max): double loop 0.026, 0.066 mm; computed torque 0.0004, 0.005 mm;
-# computed torque at 500 Hz over this test's 3 s: 0.002, 0.022 mm.
-BOUNDS_M = {("double_loop", None): (1e-4, 2.5e-4), ("computed_torque", None): (2e-6, 2e-5),
+# Measured over 60 s (RMS, max): computed torque 0.0004, 0.005 mm; over this test's 3 s: double loop
+# 0.045, 0.14 mm; computed torque at 500 Hz 0.002, 0.022 mm.
+BOUNDS_M = {("double_loop", None): (1.5e-4, 4e-4), ("computed_torque", None): (2e-6, 2e-5),
             ("computed_torque", 500.0): (8e-6, 1e-4)}
 
 # The simulated watchdog expires on the machine's stalls as a board's would on the robot's PC:
@@ -214,17 +214,12 @@ def test_the_stack_tracks_against_the_fake_driver(tmp_path, context, executor, c
 # and 3 periods from cycle to cycle) and loses 1 % of them, while the stack's process is stopped for
 # a few milliseconds twice a second: what a loaded PC and a lossy link do, all at once.
 LATE_AND_LOSSY = (("inject_extra_ticks", 2), ("inject_command_loss", 0.01))
-# The double loop without the late takes: with them it rings up to an overspeed now and then (2 of
-# 6 full suite runs under two CPU hogs; in one process, test_stack_when_late.py's strict xfail
-# driver_takes_commands_0_to_2_periods_late_in_order reproduces it).
-LOSSY = (("inject_command_loss", 0.01),)
 STARVED_S, STARVED_EVERY_S = 0.005, 0.5
 
 
-@pytest.mark.parametrize(("controller", "injected"), [("double_loop", LOSSY), ("computed_torque", LATE_AND_LOSSY)])
-def test_the_stack_stays_stable_and_tracks_when_late_lossy_and_starved(tmp_path, context, executor, controller,
-                                                                        injected):
-    operator = Operator(tmp_path, context, executor, controller, driver_parameters=injected)
+@pytest.mark.parametrize("controller", ["double_loop", "computed_torque"])
+def test_the_stack_stays_stable_and_tracks_when_late_lossy_and_starved(tmp_path, context, executor, controller):
+    operator = Operator(tmp_path, context, executor, controller, driver_parameters=LATE_AND_LOSSY)
     try:
         started = operator.start_tracking()
         with Starver(operator.stack.process.pid, STARVED_S, STARVED_EVERY_S, CONTROL_LOOP_PRIORITY + 1) as starver:

@@ -52,7 +52,9 @@ def test_main_job_short_run_writes_bags_report_and_plots(tmp_path):
 
 @pytest.mark.parametrize("controller", ["double_loop", "computed_torque"])
 def test_replay_reproduces_a_main_job_bag_exactly_by_default(tmp_path, capsys, controller):
-    """The bag names its controller, gain set and parameters: replay needs no option and gives 0 N."""
+    """The bag names its controller, gain set and parameters: replay needs no option and gives the
+    recorded forces to rounding. The main job ran the compiled lockstep, the replay runs the loop per
+    joint state on the recorded references: the last bit may differ (4e-16 N on the double loop)."""
     parameters = load_parameters()
     job = JobSettings(str(default_parameters_path()), str(default_parameters_path()), "operational_space", "embedded",
                       "mcap", tuple(parameters.recording.topics))
@@ -61,7 +63,7 @@ def test_replay_reproduces_a_main_job_bag_exactly_by_default(tmp_path, capsys, c
     out = capsys.readouterr().out
     assert f"through {controller} (gain set simulated_plant" in out
     (rms_line,) = [line for line in out.splitlines() if line.startswith("RMS(replayed - recorded)")]
-    assert [float(v) for v in rms_line.split(":", 1)[1].split(",")] == [0.0] * 6
+    assert max(abs(float(v)) for v in rms_line.split(":", 1)[1].split(",")) < 1e-12  # [N]
 
 
 def test_model_mismatch_and_sensor_noise_reach_the_plant_and_the_bag(tmp_path):

@@ -171,7 +171,7 @@ TRACKING_SECONDS = 2.0
 LOW_RATE_TRACKING = {
     # (controller, gain set, plant, rate [Hz]): (position RMS [m], position max [m])
     ("computed_torque", "simulated_plant", "rigid", 650.0): (1.4e-6, 1.8e-5),  # (8.9e-7, 1.2e-5)
-    ("double_loop", "simulated_plant", "rigid", 800.0): (6.0e-5, 1.0e-4),  # (3.9e-5, 6.3e-5)
+    ("double_loop", "simulated_plant", "rigid", 400.0): (1.2e-4, 1.9e-4),  # (7.8e-5, 1.3e-4)
     ("double_loop", "robot", "drives", 500.0): (2.1e-4, 3.4e-4),  # (1.4e-4, 2.3e-4), Coulomb friction in the plant
 }
 
@@ -204,11 +204,11 @@ def test_a_controller_outside_its_rates_is_refused_at_construction():
         make_controller("computed_torque", HexapodModel(parameters), gain_set="simulated_plant")
     with pytest.raises(ParameterError, match=message):
         ControlLoop(HexapodModel(parameters), "computed_torque")
-    # Each gain set its own range: at 600 Hz the robot's double loop runs, the simulated plant's does not.
-    model = HexapodModel(at_rate(600.0))
-    make_controller("double_loop", model, gain_set="robot")
-    with pytest.raises(ParameterError, match=r"hexapod\.controllers\.double_loop\.simulated_plant\.valid_rates = \[800"):
-        make_controller("double_loop", model, gain_set="simulated_plant")
+    # Each gain set its own range: at 450 Hz the simulated plant's double loop runs, the robot's does not.
+    model = HexapodModel(at_rate(450.0))
+    make_controller("double_loop", model, gain_set="simulated_plant")
+    with pytest.raises(ParameterError, match=r"hexapod\.controllers\.double_loop\.valid_rates = \[500"):
+        make_controller("double_loop", model, gain_set="robot")
 
 
 def feed(control, stamps, reference_pose=None):
@@ -240,10 +240,10 @@ def test_arming_is_refused_until_the_rate_is_known_and_outside_the_range():
 
 
 def armed_at_1_khz(pose):
-    """The double loop armed on states fed at 1 kHz. They stay at home whatever the forces: the bare
+    """Computed torque armed on states fed at 1 kHz. They stay at home whatever the forces: the bare
     law, or its prediction of their motion would push until the saturation row holds."""
     model = HexapodModel(RIGID.replace(controllers={"delay_compensation": {"predictor": "none"}}))
-    control = ControlLoop(model, "double_loop", gain_set="simulated_plant")  # [800, 10000] Hz
+    control = ControlLoop(model, "computed_torque")  # [650, 10000] Hz
     feed(control, 0.001 * np.arange(1, 2 * RATE_WINDOW), pose)
     assert control.arm(0.001 * (2 * RATE_WINDOW - 1))[0]
     return control, 0.001 * (2 * RATE_WINDOW - 1)
@@ -263,7 +263,7 @@ def test_a_drop_of_the_rate_while_armed_holds_within_the_stated_slow_periods():
     supervisor = control.supervisor
     assert supervisor.state == SupervisorState.FAULT and supervisor.fault_action == Action.HOLD
     assert supervisor.reason.startswith("joint-state rate dropped: the last 20 stamp spacings, 50 ms (2.5 to 2.5 ms each)")
-    assert "hexapod.controllers.double_loop.simulated_plant.valid_rates = [800, 10000] Hz" in supervisor.reason
+    assert "hexapod.controllers.computed_torque.valid_rates = [650, 10000] Hz" in supervisor.reason
     later = stamps[-1] + 0.001 * np.arange(1, 2 * RATE_WINDOW)
     assert feed(control, later, pose).decision.action == Action.HOLD  # latched, though 1 kHz again
     assert control.status_values()["joint_state_rate"] == pytest.approx(1000.0)
@@ -319,7 +319,7 @@ def test_a_hold_damper_unstable_at_the_lowest_valid_rate_is_refused():
     lightest = 0.8257  # [kg] the rigid model's lightest mode at home (test_controllers.py, doc/controllers.md)
     critical = hold_damping_bound(RIGID.controllers.delay_compensation.delay_periods) * lightest * rates.min
     ControlLoop(HexapodModel(RIGID.replace(safety={"hold_damping": 0.99 * critical})), "double_loop", "simulated_plant")
-    with pytest.raises(ParameterError, match=r"hexapod\.yaml: hexapod\.safety\.hold_damping: .* unstable at 800 Hz, "
+    with pytest.raises(ParameterError, match=r"hexapod\.yaml: hexapod\.safety\.hold_damping: .* unstable at 400 Hz, "
                                              r"the lowest rate of hexapod\.controllers\.double_loop\.simulated_plant"):
         ControlLoop(HexapodModel(RIGID.replace(safety={"hold_damping": 1.01 * critical})), "double_loop", "simulated_plant")
     assert model.parameters.safety.hold_damping < 0.99 * critical  # the shipped one is well inside

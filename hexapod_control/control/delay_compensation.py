@@ -5,7 +5,7 @@ later (the transport delay: the answer crosses DDS and the effort controller wri
 command it holds at its next update; see simulation/delay.py). Until then the forces already in
 flight act: the commands answering the states t_{k-d} .. t_{k-1}. A controller that feeds back the
 measured state reacts d periods late: at the shipped gains computed torque is unstable from
-d = 2 on, the double loop (simulated_plant gains) from d = 1 (``hexapod_margins``); both then bang
+d = 2 on, the double loop (simulated_plant gains) from d = 3 (``hexapod_margins``); both then bang
 between the force limits.
 
 :class:`DelayCompensatedController` wraps either controller (same ``reset``/``update`` interface):
