@@ -439,7 +439,9 @@ def test_joint_states_with_the_platform_resting_on_its_stops_and_every_tick_coun
     listener.wait(lambda: listener.states[-1][1] == (STOP,) * 6, "the platform on its stops")
     start, diagnostics_start = len(listener.states), len(listener.diagnostics)
     deadline = time.monotonic() + COLLECTION_S
-    listener.wait(lambda: time.monotonic() > deadline, "a second of joint states", COLLECTION_S + DELIVERY_TIMEOUT_S)
+    listener.wait(lambda: time.monotonic() > deadline and len(listener.diagnostics) >= diagnostics_start + 2,
+                  "a second of joint states, between two diagnostics reports",
+                  COLLECTION_S + 2.0 * PARAMETERS.safety.diagnostics_period + DELIVERY_TIMEOUT_S)
     states = listener.states[start:]
     stamps = np.array([s[0] for s in states])
     assert np.all(np.diff(stamps) > 0.0)
