@@ -13,10 +13,14 @@ def test_the_log_keeps_each_column_in_order_and_writes_it(tmp_path):
     log = TimingLog(str(path), ("stamps", "arrivals"))
     for t in (1.0, 2.0, 3.0):
         log.record("stamps", t)
+    values = np.array([4.0, 5.0])
+    log.extend("stamps", values)
+    values[:] = 0.0  # the caller's array, reused: the log kept what it held
+    log.record("stamps", 6.0)
     log.record("arrivals", 1.5)
     log.save()
     saved = np.load(path)
-    assert saved["stamps"].tolist() == [1.0, 2.0, 3.0]
+    assert saved["stamps"].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     assert saved["arrivals"].tolist() == [1.5]
 
 
@@ -44,7 +48,8 @@ def test_the_windows_percentiles_are_numpys(count):
     """The report's order statistics against NumPy's median and default percentile, on random latencies."""
     latencies = np.random.default_rng(count).exponential(2e-4, count)
     window = LatencyWindow()
-    window.extend(latencies.tolist())
+    window.add(float(latencies[0]))
+    window.extend(latencies[1:])
     report = window.report()
     assert report["latency_median"] == pytest.approx(np.median(latencies), rel=1e-12)
     assert report["latency_p99"] == pytest.approx(np.percentile(latencies, 99.0), rel=1e-12)

@@ -442,7 +442,7 @@ class FakeDriverNode(HexapodNode):
             for column, values in (("state_stamps", ticked.stamps), ("state_publications", ticked.publications),
                                    ("command_takes", ticked.takes), ("command_arrivals", ticked.arrivals),
                                    ("command_sources", ticked.sources)):
-                self.timing_log.extend(column, values.tolist())
+                self.timing_log.extend(column, values)
 
     def _finish_tick(self, ticked: native_driver.Ticked) -> None:
         """The rest of a tick the C loop published and took for: as _plant_tick from its take on."""

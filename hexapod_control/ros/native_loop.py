@@ -42,7 +42,9 @@ from hexapod_control.ros.wait_set_loop import NO_ENTITIES, WATCHED_KINDS, Execut
 
 SOURCE = Path(__file__).with_name("rcl_loop.c")
 RCL_LIBRARIES = ("rcl", "rmw", "rcutils")
-LOG_ENTRIES = 512  # answers logged between two returns at most (the loop returns when full)
+# Answers logged between two returns at most (the loop returns when full): more than a second's at
+# 4 kHz, so that the log never is the reason to return while the executor's polls come.
+LOG_ENTRIES = 4096
 PENDING_BYTES = 1 << 16  # the messages handed back at one return (a JointState of six joints: ~300 B)
 
 

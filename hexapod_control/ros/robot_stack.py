@@ -64,6 +64,7 @@ import functools
 import math
 import time
 
+import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.experimental import EventsExecutor
@@ -119,9 +120,11 @@ SERVICE_POLL_BUDGET_S = 0.0001
 EVENTS_SPIN_TIMEOUT_S = 0.1  # the events executor's wait; its loop checks for shutdown in between
 # Knots of the reference grid held ahead of the latest stamp when the rcl loop in C runs (it reads
 # them, and asks Python for more only when a stamp outruns them): when fewer are left than the
-# first number, up to the second are sampled at once (player.hold). The first outlasts a serving of
-# the loop, which returns at the latest for a diagnostics status, every safety.diagnostics_period.
-GRID_AHEAD_KNOTS, GRID_SPAN_KNOTS = 128, 256
+# first number, up to the second are sampled at once (player.hold). At the shipped
+# trajectories.sample_period the first outlasts a serving of the loop, which returns at the latest
+# for the executor's blind poll, WATCHED_POLL_PERIOD_S after the last (trajectory_player.GRID_KNOTS
+# holds the second and the few before the stamp).
+GRID_AHEAD_KNOTS, GRID_SPAN_KNOTS = 384, 512
 
 
 class RobotStackNode(ControllerNode):
@@ -260,17 +263,25 @@ class RobotStackNode(ControllerNode):
         stamp = self.supervisor.feedback.stamp
         self.command_publisher.publish(self.control.command_bytes)
         self.commands_published += 1
-        self._log_answers([stamp], [time.time()])
+        self._log_answer(stamp, time.time())
         self.control.published(stamp, seconds(self))
         self._after_answer_in_step(stamp, self._serialized_at)
 
-    def _log_answers(self, stamps: list[float], published: list[float]) -> None:
-        """Answers of the compiled step to the states stamped ``stamps``, published at the wall times
-        ``published``: in the timing log and the latencies, one call per column."""
-        self.timing_log.extend("answer_stamps", stamps)
-        self.timing_log.extend("publish_times", published)
+    def _log_answer(self, stamp: float, published: float) -> None:
+        """The compiled step's answer to the state stamped ``stamp``, published at the wall time
+        ``published``: in the timing log and the latencies."""
+        self.timing_log.record("answer_stamps", stamp)
+        self.timing_log.record("publish_times", published)
         if self._wall_clock:
-            self.latencies.extend([when - stamp for stamp, when in zip(stamps, published)])
+            self.latencies.add(published - stamp)
+
+    def _log_answers(self, log: np.ndarray) -> None:
+        """The rcl loop's answers, rows of (stamp answered, wall time published): as _log_answer, one
+        array per column, whatever their number."""
+        self.timing_log.extend("answer_stamps", log[:, 0])
+        self.timing_log.extend("publish_times", log[:, 1])
+        if self._wall_clock:
+            self.latencies.extend(log[:, 1] - log[:, 0])
 
     def _after_answer_in_step(self, stamp: float, now: float) -> None:
         """The diagnostics status and the decimated outputs after an answer of the compiled step."""
@@ -326,7 +337,7 @@ class RobotStackNode(ControllerNode):
                                  served.taken_steady, served.last_answered)
         self.commands_published += served.answers
         self.rcl_loop_answers += served.answers
-        self._log_answers(served.log[:, 0].tolist(), served.log[:, 1].tolist())
+        self._log_answers(served.log)
         if served.reason == "answered":
             self._after_answer_in_step(served.last_answered, served.taken_now)
         elif served.answers and self.control.answered_action != Action.CONTROL:

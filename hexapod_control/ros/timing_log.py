@@ -20,51 +20,56 @@ PERCENTILE = 99.0
 
 
 class TimingLog:
-    """Appends to named columns; ``path`` "" keeps nothing (the hot path then pays one test)."""
+    """Appends to named columns; ``path`` "" keeps nothing (the hot path then pays one test). A column
+    holds single values and whole arrays (:meth:`extend`: one append, however many), in order."""
 
     def __init__(self, path: str, columns: tuple[str, ...]):
         self.path = path
-        self.columns: dict[str, list[float]] = {name: [] for name in columns} if path else {}
+        self.columns: dict[str, list] = {name: [] for name in columns} if path else {}
 
     def record(self, column: str, value: float) -> None:
         if self.path:
             self.columns[column].append(value)
 
-    def extend(self, column: str, values: list[float]) -> None:
+    def extend(self, column: str, values) -> None:
         if self.path:
-            self.columns[column].extend(values)
+            self.columns[column].append(np.array(values, dtype=float))
 
     def save(self) -> None:
         if self.path:
-            np.savez(self.path, **{name: np.array(values, dtype=float) for name, values in self.columns.items()})
+            np.savez(self.path, **{name: _joined(values) for name, values in self.columns.items()})
 
 
 class LatencyWindow:
-    """Latencies [s] since the last :meth:`report`."""
+    """Latencies [s] since the last :meth:`report`, single values and whole arrays (:meth:`extend`)."""
 
     def __init__(self):
-        self._values: list[float] = []
+        self._values: list = []
 
     def add(self, latency: float) -> None:
         self._values.append(latency)
 
-    def extend(self, latencies: list[float]) -> None:
-        self._values.extend(latencies)
+    def extend(self, latencies) -> None:
+        self._values.append(np.array(latencies, dtype=float))
 
     def report(self) -> dict[str, float]:
         """{latency_median, latency_p99, latency_max} [s] of the window (NaN when empty); starts a new one.
-        The percentiles interpolate linearly between the order statistics, as NumPy's default, on one
-        sort of a plain list: a loop's status pays a few hundred values, not NumPy's dispatch."""
-        ordered, self._values = sorted(self._values), []
-        if not ordered:
+        The percentiles interpolate linearly between the order statistics, as NumPy's default."""
+        ordered, self._values = np.sort(_joined(self._values)), []
+        if not ordered.size:
             return {"latency_median": math.nan, "latency_p99": math.nan, "latency_max": math.nan}
         return {"latency_median": _quantile(ordered, 0.5), "latency_p99": _quantile(ordered, PERCENTILE / 100.0),
-                "latency_max": ordered[-1]}
+                "latency_max": float(ordered[-1])}
 
 
-def _quantile(ordered: list[float], fraction: float) -> float:
+def _joined(values: list) -> np.ndarray:
+    """Single values and arrays, in order, as one float array."""
+    return np.hstack(values).astype(float) if values else np.empty(0)
+
+
+def _quantile(ordered: np.ndarray, fraction: float) -> float:
     """The ``fraction`` quantile of sorted values, linearly interpolated (NumPy's default method)."""
     position = (len(ordered) - 1) * fraction
     below = math.floor(position)
     above = min(below + 1, len(ordered) - 1)
-    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+    return float(ordered[below] + (ordered[above] - ordered[below]) * (position - below))
