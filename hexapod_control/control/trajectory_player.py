@@ -29,7 +29,7 @@ from hexapod_control.model.hexapod import HexapodModel
 TRAJECTORY_CHOICES = (*TRAJECTORY_NAMES, "hold")
 # Knots of the reference grid kept: those around the newest stamp, a few before it, and the span
 # the rcl loop in C reads ahead (:meth:`TrajectoryPlayer.hold`, sampled at once).
-GRID_KNOTS = 528
+GRID_KNOTS = 720
 
 
 class MoveThenTrajectory:

@@ -111,8 +111,9 @@ OWN_LOOPS = ("native", "wait_set")  # the joint states in a loop of their own, n
 SERVICE_POLL_PERIOD_S = 0.01
 # The blind poll's period [s] while the rcl loop in C watches the executor's entities: only for what
 # it does not watch (guard conditions, QoS event handlers, the executor's tasks); each costs a rebuild
-# of rclpy's wait set, longer than a 4 kHz period.
-WATCHED_POLL_PERIOD_S = 0.5
+# of rclpy's wait set, longer than a 4 kHz period (and a return of the loop 10 ms later, when it
+# starts watching again). Ctrl-C ends the loop at the next return: this long at most.
+WATCHED_POLL_PERIOD_S = 1.0
 # A poll starts no callback after this [s]: with the one callback running then, the most any rate
 # of requests can delay a joint state's answer (a tenth of a 1 kHz period; a goal's path check,
 # the longest callback, is a few periods).
@@ -124,7 +125,7 @@ EVENTS_SPIN_TIMEOUT_S = 0.1  # the events executor's wait; its loop checks for s
 # trajectories.sample_period the first outlasts a serving of the loop, which returns at the latest
 # for the executor's blind poll, WATCHED_POLL_PERIOD_S after the last (trajectory_player.GRID_KNOTS
 # holds the second and the few before the stamp).
-GRID_AHEAD_KNOTS, GRID_SPAN_KNOTS = 384, 512
+GRID_AHEAD_KNOTS, GRID_SPAN_KNOTS = 576, 704
 
 
 class RobotStackNode(ControllerNode):
