@@ -54,6 +54,7 @@ DDS = (
     "test_nodes_stack.py::test_closed_loop_tracks_the_joint_space_trajectory",
     "test_nodes_stack.py::test_lockstep_runs_are_identical",
     "test_benchmarks.py::test_the_benchmark_over_dds_runs_to_its_table",
+    "test_run_node.py",
 )
 LAUNCH = ("test_launch_hardware.py", "test_launch_simulation.py")
 SLOW = (
@@ -69,6 +70,7 @@ SLOW = (
     "test_mujoco_closed_loop.py",
     "test_quanser_board.py",
     "test_rates.py",
+    "test_run_node.py",
     "test_evaluation_report_html.py",
 )
 

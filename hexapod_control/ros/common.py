@@ -22,6 +22,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.signals import uninstall_signal_handlers
 from trajectory_msgs.msg import MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
 
 from hexapod_control.control.loop import DiagnosticThrottle, Level
@@ -264,6 +265,18 @@ def _context_stays_valid(grace: float) -> bool:
     return False
 
 
+def end_signal_handling() -> None:
+    """Stop rclpy's answer to Ctrl-C and SIGTERM before a node is torn down.
+
+    rclpy answers these signals in a thread of its own: it triggers every executor's signal guard
+    condition and shuts the contexts down. A node whose loop does not wait in the executor takes the
+    KeyboardInterrupt at once, and its teardown then frees that guard condition and the node's
+    handles while the thread still uses them: a SIGSEGV at the stop. Uninstalling the handlers joins
+    the thread first. A second Ctrl-C during the teardown raises KeyboardInterrupt, as before.
+    """
+    uninstall_signal_handlers()
+
+
 def run_node(factory: Callable[[], object], name: str, args: list[str] | None = None) -> int:
     """rclpy.init, build the node, spin until Ctrl-C; a parameter error is logged and gives exit code 1."""
     rclpy.init(args=args)
@@ -307,6 +320,7 @@ def run_node(factory: Callable[[], object], name: str, args: list[str] | None = 
         except KeyboardInterrupt:
             pass  # that Ctrl-C's own KeyboardInterrupt, delivered while the error it caused was handled
         finally:
+            end_signal_handling()
             executor.shutdown()
             node.destroy_node()
         return 0
