@@ -3,7 +3,7 @@
 rclpy answers SIGINT in a thread of its own (it triggers the executors' guard conditions and shuts
 the contexts down). The fake driver's and the robot stack's loops do not wait in the executor, so
 they take the KeyboardInterrupt at once and tear down while that thread may still run: the fake
-driver died with SIGSEGV at its stop, now and then, with only rclpy's thread in the crash.
+driver died with SIGSEGV at its stop, now and then, in a thread that was not Python's.
 
 The rounds below make that race every time: a node sends itself SIGINT from its own loop, and
 ``run_node`` tears it down. Without ``end_signal_handling`` the process died with SIGSEGV, or hung,
