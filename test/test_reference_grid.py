@@ -23,6 +23,7 @@ MODEL = HexapodModel.from_yaml(None)
 PERIOD = MODEL.parameters.trajectories.sample_period
 HOME = MODEL.forward_kinematics(MODEL.home_q).pose
 ORIGIN = 1.7e9  # an epoch-like clock: the grid works on differences from the source's start
+SPAN_KNOTS = 64  # a grid that holds the 0.1 s span below
 
 
 class Counting:
@@ -111,8 +112,20 @@ def test_the_player_samples_its_source_on_the_grid():
     assert player.last_reference is reference
 
 
+def test_the_robot_stacks_span_fits_its_players_grid_wherever_the_stamp_falls_between_knots():
+    from hexapod_control.ros import robot_stack
+
+    player = TrajectoryPlayer(MODEL, "operational_space", robot_stack.GRID_KNOTS)
+    player.measured(HOME, ORIGIN)
+    player.start(ORIGIN)
+    period = player.grid.period
+    for latest in ORIGIN + 1.0 + period * np.array([0.0, 0.25, 0.5, 0.999]):
+        assert player.hold(latest - period, latest + robot_stack.GRID_SPAN_KNOTS * period), latest
+        assert player.grid.holds(latest - period) and player.grid.holds(latest + robot_stack.GRID_SPAN_KNOTS * period)
+
+
 def test_the_player_holds_a_span_ahead_of_a_move_then_its_trajectory():
-    player = TrajectoryPlayer(MODEL, "operational_space")
+    player = TrajectoryPlayer(MODEL, "operational_space", SPAN_KNOTS)
     player.measured(HOME + np.array([0.004, -0.003, 0.002, 0.01, 0.0, -0.02]), ORIGIN)
     player.start(ORIGIN)  # a move to the trajectory's start, then the trajectory
     end = player.active.move.duration

@@ -27,9 +27,9 @@ from hexapod_control.errors import HexapodError, InvalidInputError
 from hexapod_control.model.hexapod import HexapodModel
 
 TRAJECTORY_CHOICES = (*TRAJECTORY_NAMES, "hold")
-# Knots of the reference grid kept: those around the newest stamp, a few before it, and the span
-# the rcl loop in C reads ahead (:meth:`TrajectoryPlayer.hold`, sampled at once).
-GRID_KNOTS = 720
+# Knots of the reference grid kept by default: those around the newest stamp and a few before it.
+# The robot stack asks for more, the span its rcl loop in C reads ahead (:meth:`TrajectoryPlayer.hold`).
+GRID_KNOTS = 16
 
 
 class MoveThenTrajectory:
@@ -66,7 +66,7 @@ class TrajectoryPlayer:
     interpolated at each time asked (:class:`ReferenceGrid`, whose knots the compiled step reads).
     """
 
-    def __init__(self, model: HexapodModel, trajectory_name: str):
+    def __init__(self, model: HexapodModel, trajectory_name: str, grid_knots: int = GRID_KNOTS):
         if trajectory_name not in TRAJECTORY_CHOICES:
             raise InvalidInputError(f"unknown trajectory {trajectory_name!r}; expected one of {TRAJECTORY_CHOICES}")
         self.model = model
@@ -81,7 +81,7 @@ class TrajectoryPlayer:
         self.measured_pose: np.ndarray | None = None
         self.changes = 0  # how many times the active source changed
         self._holding_measured = False  # the active source is the hold at a measured pose
-        self.grid = ReferenceGrid(model.parameters.trajectories.sample_period, GRID_KNOTS)
+        self.grid = ReferenceGrid(model.parameters.trajectories.sample_period, grid_knots)
 
     # -------------------------------------------------------------- changes
     def activate(self, source, now: float, description: str) -> str:

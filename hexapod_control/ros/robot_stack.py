@@ -123,9 +123,10 @@ EVENTS_SPIN_TIMEOUT_S = 0.1  # the events executor's wait; its loop checks for s
 # them, and asks Python for more only when a stamp outruns them): when fewer are left than the
 # first number, up to the second are sampled at once (player.hold). At the shipped
 # trajectories.sample_period the first outlasts a serving of the loop, which returns at the latest
-# for the executor's blind poll, WATCHED_POLL_PERIOD_S after the last (trajectory_player.GRID_KNOTS
-# holds the second and the few before the stamp).
+# for the executor's blind poll, WATCHED_POLL_PERIOD_S after the last. The player's grid holds the
+# span, the knot before the latest stamp and the two around the span's ends.
 GRID_AHEAD_KNOTS, GRID_SPAN_KNOTS = 576, 704
+GRID_KNOTS = GRID_SPAN_KNOTS + 3
 
 
 class RobotStackNode(ControllerNode):
@@ -144,7 +145,7 @@ class RobotStackNode(ControllerNode):
         if not isinstance(publish_rate, float) or not publish_rate > 0.0:
             raise ParameterError(f"ROS parameter 'publish_rate' of node {self.get_name()!r}: expected a positive "
                                  f"number of Hz, got {publish_rate!r}")
-        self.player = TrajectoryPlayer(self.control.model, trajectory)
+        self.player = TrajectoryPlayer(self.control.model, trajectory, GRID_KNOTS)
         self.reference_source = self._reference_for
         self.publish_period = 1.0 / publish_rate
         self._records: tuple[RecordRing, tuple] | None = None  # what the rcl loop in C records, and its fields
