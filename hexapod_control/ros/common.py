@@ -272,7 +272,8 @@ def end_signal_handling() -> None:
     condition and shuts the contexts down. A node whose loop does not wait in the executor takes the
     KeyboardInterrupt at once, and its teardown then frees that guard condition and the node's
     handles while the thread still uses them: a SIGSEGV at the stop. Uninstalling the handlers joins
-    the thread first. A second Ctrl-C during the teardown raises KeyboardInterrupt, as before.
+    the thread first. During the teardown a second Ctrl-C raises KeyboardInterrupt, as before, and
+    a SIGTERM (launch's next step when a node does not stop) ends the process at once.
     """
     uninstall_signal_handlers()
 
