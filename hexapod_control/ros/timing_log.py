@@ -64,7 +64,7 @@ class LatencyWindow:
 
 def _joined(values: list) -> np.ndarray:
     """Single values and arrays, in order, as one float array: each run of single values converted at
-    once (np.hstack would make an array of each, a few ms for a second of a Python loop's answers)."""
+    once (np.hstack would make an array of each, slow over a Python loop's many answers)."""
     pieces, singles = [], []
     for value in values:
         if isinstance(value, np.ndarray):
