@@ -61,15 +61,32 @@ def module_source(module: str) -> Path:
     return package_init if package_init.is_file() else (PACKAGE_DIR / relative).with_suffix(".py")
 
 
+def module_tree(module: str) -> ast.Module:
+    return ast.parse(module_source(module).read_text(encoding="utf-8"))
+
+
 def module_docstring(module: str) -> str:
     """The docstring of a module of this package, read from its source."""
-    tree = ast.parse(module_source(module).read_text(encoding="utf-8"))
-    return ast.get_docstring(tree) or ""
+    return ast.get_docstring(module_tree(module)) or ""
+
+
+def function_docstring(module: str, function: str) -> str:
+    """The docstring of a module's top-level function, read from its source."""
+    for node in module_tree(module).body:
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            return ast.get_docstring(node) or ""
+    return ""
 
 
 def summary(verb: str) -> str:
-    """The first line of the verb's module docstring."""
-    lines = module_docstring(VERBS[verb].split(":")[0]).strip().splitlines()
+    """The first line of the verb function's docstring, or else of its module's.
+
+    A module that serves two verbs (``fake-driver`` and ``drive``) tells them apart by the
+    docstrings of their functions.
+    """
+    module, function = VERBS[verb].split(":")
+    text = function_docstring(module, function) or module_docstring(module)
+    lines = text.strip().splitlines()
     return lines[0].replace("``", "") if lines else ""
 
 

@@ -1,4 +1,6 @@
-"""``hexapod_evaluate`` (also ``python -m hexapod_control.evaluation``): bags -> report, tables, figures.
+"""Evaluate recorded runs: bags -> report, tables, figures (``hexapod evaluate``).
+
+Also ``hexapod_evaluate`` and ``python -m hexapod_control.evaluation``.
 
 The command line around :func:`hexapod_control.evaluation.evaluate.evaluate_bags`.
 

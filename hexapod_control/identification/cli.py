@@ -1,4 +1,6 @@
-"""``hexapod_identify BAG... -o overlay.yaml`` (also ``python -m hexapod_control.identification``).
+"""Identify the drives from bags: ``hexapod identify BAG... -o overlay.yaml``.
+
+Also ``hexapod_identify`` and ``python -m hexapod_control.identification``.
 
 Estimates each slider's reflected inertia, viscous and Coulomb friction, and where the data
 support them a lead screw's Coulomb asymmetry, Stribeck hump and viscous ripple (and with

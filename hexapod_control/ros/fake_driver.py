@@ -646,6 +646,7 @@ def main(args=None) -> int:
 
 
 def drive_main(args=None) -> int:
+    """The robot's driver: the drive core on its board (Quanser by default), power-up and latched faults."""
     return run_node(DriveNode, DRIVE_NODE_NAME, args)
 
 

@@ -1,4 +1,4 @@
-"""``hexapod_evaluate_many``: ``hexapod_evaluate`` on many bags at once, one bag per Ray task.
+"""Evaluate many bags at once, one bag per Ray task, and compare them in one report.
 
     hexapod_evaluate_many BAG [BAG ...] -o DIR [--address HOST:PORT] [--workers N] [hexapod_evaluate's options]
     python -m hexapod_control.scale.evaluate ...

@@ -1,4 +1,4 @@
-"""``hexapod_sweep SPEC.yaml``: every case of a sweep spec in closed loop, on Ray; rows, report, worst bags.
+"""Robustness sweep: every case of a sweep spec in closed loop, on Ray; rows, report, worst bags.
 
     hexapod_sweep SPEC.yaml [-o DIR] [--force] [--address HOST:PORT] [--workers N] [--limit N]
     python -m hexapod_control.scale.sweep SPEC.yaml

@@ -1,4 +1,4 @@
-"""``hexapod_tune``: gains for a plant and a loop delay, by Ray Tune with Optuna's TPE search.
+"""Gain tuning: gains for a plant and a loop delay, by Ray Tune with Optuna's TPE search.
 
     hexapod_tune --params FILE [--plant-params FILE] --controller double_loop --delay 2 [--trials 40]
         [-o DIR] [--force] [--address HOST:PORT] [--workers N]
