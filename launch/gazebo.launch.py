@@ -52,7 +52,7 @@ from launch_ros.parameter_descriptions import ParameterValue
 from hexapod_control.control.controllers import CONTROLLER_NAMES
 from hexapod_control.conventions import TOPICS
 from hexapod_control.model.parameters import default_parameters_path, load_parameters
-from hexapod_control.ros.launch_support import missing_packages
+from hexapod_control.ros.launch_support import missing_packages, parse_flag
 from hexapod_control.simulation import gazebo_description as gd
 
 PACKAGE = "hexapod_control"
@@ -69,10 +69,7 @@ SWITCH_TIMEOUT_S = "8.0"
 
 
 def _flag(context, name: str) -> bool:
-    value = LaunchConfiguration(name).perform(context).strip().lower()
-    if value not in ("true", "false"):
-        raise ValueError(f"launch argument {name}: expected true or false, got {value!r}")
-    return value == "true"
+    return parse_flag(name, LaunchConfiguration(name).perform(context))
 
 
 def _setup(context, *args, **kwargs):

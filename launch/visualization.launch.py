@@ -19,7 +19,7 @@ from launch_ros.substitutions import FindPackageShare
 
 from hexapod_control.conventions import TOPICS
 from hexapod_control.model.parameters import load_parameters
-from hexapod_control.ros.launch_support import missing_packages
+from hexapod_control.ros.launch_support import missing_packages, parse_flag
 from hexapod_control.simulation import gazebo_description as gd
 
 PACKAGE = "hexapod_control"
@@ -31,10 +31,7 @@ OPTIONAL = {STATE_PUBLISHER: ("robot_state_publisher", "no TF of the 25 bodies")
 
 
 def _flag(context, name: str) -> bool:
-    value = LaunchConfiguration(name).perform(context).strip().lower()
-    if value not in ("true", "false"):
-        raise ValueError(f"launch argument {name}: expected true or false, got {value!r}")
-    return value == "true"
+    return parse_flag(name, LaunchConfiguration(name).perform(context))
 
 
 def _setup(context, *args, **kwargs):

@@ -1,4 +1,4 @@
-"""What the launch files share: which optional ROS packages are installed.
+"""What the launch files share: which optional ROS packages are installed; boolean arguments.
 
 robot_state_publisher and rviz2 are optional for the simulation and the robot (TF and the viewer);
 Gazebo's packages are required by gazebo.launch.py. A launch file asks here before it adds a
@@ -22,3 +22,12 @@ def missing_packages(packages: Iterable[str]) -> list[str]:
         except KeyError:  # ament_index_python's PackageNotFoundError
             missing.append(package)
     return missing
+
+
+def parse_flag(name: str, value: str) -> bool:
+    """A boolean launch argument's value, ``true`` or ``false`` in any case; anything else is an error
+    naming the argument, raised before any process starts."""
+    word = value.strip().lower()
+    if word not in ("true", "false"):
+        raise ValueError(f"launch argument {name}: expected true or false, got {value!r}")
+    return word == "true"
