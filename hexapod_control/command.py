@@ -121,9 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     before_ros_arguments = rest[: rest.index("--ros-args")] if "--ros-args" in rest else rest
     if verb in NODE_VERBS and any(flag in before_ros_arguments for flag in ("-h", "--help")):
-        module = VERBS[verb].split(":")[0]
+        module, function = VERBS[verb].split(":")
         print(f"usage: {PROG} {verb} [--ros-args -p NAME:=VALUE ...]   (alias: {alias_of(verb)})\n")
-        print(module_docstring(module))
+        own = function_docstring(module, function)
+        print(f"{own}\n\n{module_docstring(module)}" if own else module_docstring(module))
         return 0
     result = resolve(verb)(rest)
     return int(result or 0)

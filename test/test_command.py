@@ -87,6 +87,13 @@ def test_a_node_verb_help_is_its_documentation_and_starts_nothing(capsys):
     assert command.module_docstring("hexapod_control.ros.fake_driver").splitlines()[0] in out
 
 
+def test_a_verb_sharing_its_module_leads_its_help_with_its_own_summary(capsys):
+    assert command.main(["drive", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[2] == command.summary("drive") != command.summary("fake-driver")
+    assert command.module_docstring("hexapod_control.ros.fake_driver").splitlines()[0] in out
+
+
 def test_an_unknown_verb_is_refused_naming_the_verbs(capsys):
     assert command.main(["evalute"]) == 2
     err = capsys.readouterr().err
