@@ -16,13 +16,26 @@ LOAD = 5.0  # [N] towards the upper stop, as the platform's weight spreads the s
 VISCOUS = 10.0  # [N*s/m]
 
 
-class HILError(Exception):
-    def __init__(self, message):
-        super().__init__(message)
-        self.message = message
+# Quanser's error codes that the tests use (quanser.common.ErrorCode), and their messages.
+PWM_EXPIRATION_NOT_SUPPORTED = 593
+COMMUNICATION_LOST = 1
+WATCHDOG_PROTECTED = 2
+MESSAGES = {
+    PWM_EXPIRATION_NOT_SUPPORTED: "the hil_watchdog_set_pwm_expiration_state function is not supported by this card",
+    COMMUNICATION_LOST: "the board stopped answering",
+    WATCHDOG_PROTECTED: "the watchdog expired: outputs protected",
+}
 
-    def get_error_message(self):
-        return self.message
+
+class HILError(Exception):
+    """As Quanser's: made from a negative error code, its text from ``get_error_message``."""
+
+    def __init__(self, error_code):
+        super().__init__(error_code)
+        self.error_code = error_code
+
+    def get_error_message(self, locale=None, buffer_size=-1):
+        return MESSAGES.get(-self.error_code, f"HIL error {self.error_code}")
 
 
 class StandInPlant:
@@ -89,7 +102,7 @@ def hardware_module(board, plant):
 
         def _guard(self):
             if plant.watchdog_expired:
-                raise HILError("the watchdog expired: outputs protected")
+                raise HILError(-WATCHDOG_PROTECTED)
 
         def _write_pwm(self, pwm_channels, count, duty):
             self._guard()
@@ -114,7 +127,7 @@ def hardware_module(board, plant):
                 self._write_digital(digital_channels, digital_count, digital)
 
         def _task_create_reader(self, *arguments):
-            return "reader task"
+            return f"reader task {sum(name == 'task_create_reader' for name, _ in calls)}"
 
         def _task_read(self, task, samples, analog, encoder, digital, other):
             plant.step()
@@ -124,8 +137,8 @@ def hardware_module(board, plant):
             digital[:] = np.where(plant.fault_lines != 0, levels.fault_active_high, not levels.fault_active_high)
             return samples
 
-        def _watchdog_is_expired(self):
-            return plant.watchdog_expired
+        def _watchdog_reload(self):
+            return not plant.watchdog_expired  # False: it had expired
 
         def _watchdog_clear(self):
             plant.watchdog_expired = False

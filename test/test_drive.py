@@ -230,6 +230,9 @@ def test_the_simulated_board_needs_a_board_section():
     ({"scaling": {"current_limit": 12.0}}, r"hexapod\.board\.scaling\.current_limit\[0\]: 12\.0 A exceeds amplifier_gain"),
     ({"power_up": {"homing_position": 0.5}}, r"hexapod\.board\.power_up\.homing_position: 0\.5 m is outside"),
     ({"channels": {"enable_channels": [8, 17, 18, 19, 20, 21]}}, r"enable_channels\[0\]: channel 8 is also direction_channels\[0\]"),
+    ({"channels": {"brake_channels": [40]}}, r"hexapod\.board\.channels\.brake_channels\[0\]: channel 40 is not among digital_lines"),
+    ({"channels": {"digital_lines": None}}, r"hexapod\.board\.channels\.digital_lines"),
+    ({"channels": {"analog_outputs": None}}, r"hexapod\.board\.channels\.analog_outputs"),
 ])
 def test_a_missing_or_implausible_board_value_is_refused_naming_the_key_and_the_file(tmp_path, overlay, message):
     board = {section: {key: value for key, value in keys.items() if value is not None} for section, keys in overlay.items()}

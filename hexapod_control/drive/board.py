@@ -20,7 +20,6 @@ class BoardSample:
     counts: np.ndarray  # (6,) encoder counts
     count_rates: np.ndarray  # (6,) encoder velocities [counts/s]
     amplifier_faults: np.ndarray  # (6,) bool, True: that amplifier reports a fault
-    watchdog_expired: bool
 
 
 class Board:
@@ -39,14 +38,15 @@ class Board:
         raise NotImplementedError
 
     def start_sampling(self, rate: float) -> None:
-        """Start sampling the inputs on the board's clock at ``rate`` [Hz]."""
+        """Start sampling the inputs on the board's clock at ``rate`` [Hz], afresh if it sampled already."""
         raise NotImplementedError
 
     def read(self) -> BoardSample:
         """The next sample (a board paced by its clock blocks until it is taken)."""
         raise NotImplementedError
 
-    def reload_watchdog(self) -> None:
+    def reload_watchdog(self) -> bool:
+        """Reload the watchdog; True if it had expired already (an expired one stays expired)."""
         raise NotImplementedError
 
     def write_duty(self, duty: np.ndarray) -> None:

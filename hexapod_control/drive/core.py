@@ -8,9 +8,11 @@ state               rule                                            then
 (start)             ``start()``: outputs zero, amplifiers           BRAKED
                     disabled, brakes applied
 BRAKED              ``start()`` goes on: expiration states set,     CALIBRATING
-                    then the watchdog started, then sampling;
-                    then amplifiers enabled, brakes released
-any but FAULT       the board's watchdog expired                    FAULT "watchdog expired"
+                    then the watchdog started, then sampling
+                    (afresh); then amplifiers enabled, brakes
+                    released
+any but FAULT       the board's watchdog had expired when the       FAULT "watchdog expired"
+                    sample's reload came
 any but FAULT       an amplifier's fault line is active             FAULT "amplifier k fault"
 any but FAULT       an encoder moved faster than                    FAULT "encoder k lost"
                     ``limits.encoder_loss_speed`` in one sample
@@ -209,9 +211,10 @@ class DriveCore:
             board.set_brakes(False)
             board.set_expiration_states()
             board.start_watchdog(self.limits.watchdog_timeout)
-            if not self.sampling:  # once: the board's clock keeps sampling through faults and resets
-                board.start_sampling(self.limits.sample_rate)
-                self.sampling = True
+            # Afresh after a reset: a board error may have been its sampling task stopping.
+            self.sampling = False
+            board.start_sampling(self.limits.sample_rate)
+            self.sampling = True
             board.set_amplifiers(True)
             board.set_brakes(True)
         except BoardError as error:
@@ -259,12 +262,11 @@ class DriveCore:
         self._last_tick = now
         if self.state is DriveState.BRAKED:
             return
-        if not sample.watchdog_expired:
-            self.board.reload_watchdog()  # also in FAULT: an expired board refuses even reads
+        expired = self.board.reload_watchdog()  # also in FAULT, whose outputs are safe already
         if self.state is DriveState.FAULT:
             self._previous_counts = sample.counts.copy()
             return
-        reason = self._violation(sample, dt, now)
+        reason = self._violation(sample, expired, dt, now)
         self._previous_counts = sample.counts.copy()
         self.commanded = False
         if reason:
@@ -279,8 +281,8 @@ class DriveCore:
         duty, self.applied_forces = self.scaling.duty(forces, current)
         self.board.write_duty(duty)
 
-    def _violation(self, sample: BoardSample, dt: float, now: float) -> str:
-        if sample.watchdog_expired:
+    def _violation(self, sample: BoardSample, watchdog_expired: bool, dt: float, now: float) -> str:
+        if watchdog_expired:
             return "watchdog expired"
         if sample.amplifier_faults.any():
             return f"amplifier {int(np.flatnonzero(sample.amplifier_faults)[0])} fault"

@@ -10,22 +10,34 @@ built, so the rest of the package works without it. Calls, in the order the core
 - open: ``HIL().open(board_type, board_identifier)``; the digital lines' directions
   (``set_digital_directions``: fault lines in, direction, enable and brake lines out); PWM in
   duty-cycle mode at ``pwm_frequency`` (``set_pwm_mode``, ``set_pwm_frequency``); then the safe
-  outputs: zero duty, amplifiers disabled, brakes applied.
-- expiration states: ``watchdog_set_pwm_expiration_state`` (zero duty) and
-  ``watchdog_set_digital_expiration_state`` (every output line TRISTATE: on Q8-series boards the
-  outputs reach their safe state on expiry only so; the amplifiers' enable and the brakes must then
-  be wired so that a floating line means disabled and applied), before ``watchdog_start``.
+  outputs: zero duty, amplifiers disabled, brakes applied. A step that fails closes the board again.
+- expiration states, before ``watchdog_start``: ``watchdog_set_analog_expiration_state`` (0 V on
+  every analog output of ``channels.analog_outputs``), ``watchdog_set_digital_expiration_state``
+  (every line of ``channels.digital_lines`` TRISTATE) and ``watchdog_set_pwm_expiration_state``
+  (zero duty). A Q8-series board accepts an expiry only as 0 V and TRISTATE, and only on all its
+  outputs at once (read here as every line, input or output, which either reading accepts), so the
+  amplifiers' enable and the brakes must be wired so that a floating line means disabled and
+  applied. Quanser documents the PWM expiration state as not configurable on current boards: a
+  board that answers "not supported" leaves its PWM duty as it was on expiry, and the tristated
+  enable lines alone stop the motors (:attr:`QuanserBoard.pwm_expiration_set` says which).
 - sampling: ``task_create_reader`` over the encoders, the fault lines and the encoder velocities
-  ("other" channels), started on ``Clock.HARDWARE_CLOCK_0`` at ``sample_rate``; each ``read`` is a
-  blocking ``task_read`` of one sample, which paces the loop by the board's clock.
-- every sample: ``watchdog_reload``, then one ``write`` of the PWM amplitudes and direction lines;
-  enable and brake lines by ``write_digital`` when they change.
-- close: safe outputs, ``task_stop``, ``task_delete``, ``watchdog_stop``, ``watchdog_clear``, ``close``.
+  ("other" channels), started on ``Clock.HARDWARE_CLOCK_0`` at ``sample_rate``, its buffer as long
+  as the watchdog's timeout; each ``read`` is a blocking ``task_read`` of one sample, which paces
+  the loop by the board's clock. A read that returns no sample (the task stopped, as an overflowing
+  buffer stops it) is a board error; starting the sampling again after a reset makes a new task.
+- every sample: ``watchdog_reload``, whose answer says whether the watchdog had expired, then one
+  ``write`` of the PWM amplitudes and direction lines; enable and brake lines by
+  ``write_digital`` when they change.
+- clearing an expiry (the operator's reset): ``watchdog_stop``, ``watchdog_clear`` (which restores
+  the outputs as they were before the expiry, where the board can), then at once the safe outputs.
+- close: safe outputs (refused while the watchdog is expired), ``watchdog_stop``,
+  ``watchdog_clear``, safe outputs again, ``task_stop``, ``task_delete``, ``close``.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 
 import numpy as np
 
@@ -35,8 +47,11 @@ from hexapod_control.errors import BoardError, ParameterError
 from hexapod_control.model.board_parameters import BoardParameters
 
 HIL_MODULE = "quanser.hardware"
-SAMPLES_IN_BUFFER = 2  # one sample read per tick; one more lets a late read find it waiting
 SAMPLES_PER_READ = 1
+# HIL.INFINITE (hil.h's HIL_INFINITE), for the Python APIs whose HIL class does not define it.
+HIL_INFINITE = 0x7FFFFFFF
+# quanser.common.ErrorCode.HIL_WATCHDOG_SET_PWM_EXPIRATION_STATE_NOT_SUPPORTED; HILError carries it negated.
+PWM_EXPIRATION_NOT_SUPPORTED = 593
 
 
 def load_hil():
@@ -71,6 +86,13 @@ class QuanserBoard(Board):
         self._count_rates = np.zeros(SLIDERS, dtype=np.float64)
         self._amplitudes = np.zeros(SLIDERS, dtype=np.float64)
         self._direction_lines = np.zeros(SLIDERS, dtype=np.int8)
+        self._analog_outputs = np.array(channels.analog_outputs, dtype=np.uint32)
+        self._digital_lines = np.array(channels.digital_lines, dtype=np.uint32)
+        limits = parameters.limits
+        # A loop late by less than the watchdog's timeout finds its samples waiting; later, the
+        # watchdog expires anyway.
+        self.samples_in_buffer = max(2, math.ceil(limits.watchdog_timeout * limits.sample_rate))
+        self.pwm_expiration_set: bool | None = None  # None: not tried yet
         self.card = None
         self.task = None
 
@@ -87,13 +109,20 @@ class QuanserBoard(Board):
 
     # ---------------------------------------------------------------- Board
     def open(self) -> None:
-        HIL = self.hardware.HIL
-        self.card = HIL()
+        card = self.hardware.HIL()
         try:
-            self.card.open(self.parameters.board_type, self.parameters.board_identifier)
+            card.open(self.parameters.board_type, self.parameters.board_identifier)
         except self.hardware.HILError as error:
             raise BoardError(f"open {self.parameters.board_type} {self.parameters.board_identifier}: "
                              f"{error.get_error_message()}") from error
+        self.card = card
+        try:
+            self._configure()
+        except BoardError:
+            self._release()
+            raise
+
+    def _configure(self) -> None:
         self._call("set_digital_directions", self._faults, len(self._faults), self._outputs, len(self._outputs))
         modes = np.full(SLIDERS, self.hardware.PWMMode.DUTY_CYCLE, dtype=np.int32)
         self._call("set_pwm_mode", self._pwm, SLIDERS, modes)
@@ -104,26 +133,48 @@ class QuanserBoard(Board):
         self.set_brakes(False)
 
     def set_expiration_states(self) -> None:
-        self._call("watchdog_set_pwm_expiration_state", self._pwm, SLIDERS, np.zeros(SLIDERS, dtype=np.float64))
-        tristate = np.full(len(self._outputs), self.hardware.DigitalState.TRISTATE, dtype=np.int32)
-        self._call("watchdog_set_digital_expiration_state", self._outputs, len(self._outputs), tristate)
+        if len(self._analog_outputs):
+            zero_volts = np.zeros(len(self._analog_outputs), dtype=np.float64)
+            self._call("watchdog_set_analog_expiration_state", self._analog_outputs, len(self._analog_outputs), zero_volts)
+        tristate = np.full(len(self._digital_lines), self.hardware.DigitalState.TRISTATE, dtype=np.int32)
+        self._call("watchdog_set_digital_expiration_state", self._digital_lines, len(self._digital_lines), tristate)
+        try:
+            self.card.watchdog_set_pwm_expiration_state(self._pwm, SLIDERS, np.zeros(SLIDERS, dtype=np.float64))
+            self.pwm_expiration_set = True
+        except self.hardware.HILError as error:
+            if abs(getattr(error, "error_code", 0)) != PWM_EXPIRATION_NOT_SUPPORTED:
+                raise BoardError(f"watchdog_set_pwm_expiration_state: {error.get_error_message()}") from error
+            self.pwm_expiration_set = False
 
     def start_watchdog(self, timeout: float) -> None:
         self._call("watchdog_start", timeout)
 
     def start_sampling(self, rate: float) -> None:
-        self.task = self._call("task_create_reader", SAMPLES_IN_BUFFER, None, 0, self._encoders, SLIDERS,
+        self._stop_sampling()
+        self.task = self._call("task_create_reader", self.samples_in_buffer, None, 0, self._encoders, SLIDERS,
                                self._faults, SLIDERS, self._velocities, SLIDERS)
-        self._call("task_start", self.task, self.hardware.Clock.HARDWARE_CLOCK_0, rate, self.hardware.HIL.INFINITE)
+        samples = getattr(self.hardware.HIL, "INFINITE", HIL_INFINITE)
+        self._call("task_start", self.task, self.hardware.Clock.HARDWARE_CLOCK_0, rate, samples)
+
+    def _stop_sampling(self) -> None:
+        if self.task is not None:
+            task, self.task = self.task, None
+            self._call("task_stop", task)
+            self._call("task_delete", task)
 
     def read(self) -> BoardSample:
-        self._call("task_read", self.task, SAMPLES_PER_READ, None, self._counts, self._fault_lines, self._count_rates)
+        read = self._call("task_read", self.task, SAMPLES_PER_READ, None, self._counts, self._fault_lines,
+                          self._count_rates)
+        # Quanser's task_read returns the samples it read; a stand-in of the API that returns
+        # nothing is taken to have filled the buffers.
+        if read is not None and read < SAMPLES_PER_READ:
+            raise BoardError("task_read: no sample, the board's sampling task has stopped (a buffer overflow stops it)")
         faults = self._fault_lines.astype(bool) == self._levels.fault_active_high
-        return BoardSample(counts=self._counts.astype(float), count_rates=self._count_rates.copy(),
-                           amplifier_faults=faults, watchdog_expired=bool(self._call("watchdog_is_expired")))
+        return BoardSample(counts=self._counts.astype(float), count_rates=self._count_rates.copy(), amplifier_faults=faults)
 
-    def reload_watchdog(self) -> None:
-        self._call("watchdog_reload")
+    def reload_watchdog(self) -> bool:
+        reloaded = self._call("watchdog_reload")  # False: it had expired (None from a stand-in that says nothing)
+        return reloaded is not None and not reloaded
 
     def write_duty(self, duty: np.ndarray) -> None:
         duty = np.clip(np.asarray(duty, dtype=float), -1.0, 1.0)
@@ -144,17 +195,23 @@ class QuanserBoard(Board):
     def clear_watchdog(self) -> None:
         self._call("watchdog_stop")
         self._call("watchdog_clear")
+        self._safe_outputs()  # the clear may have restored the outputs from before the expiry
+
+    def _safe_outputs(self) -> None:
+        self.write_duty(np.zeros(SLIDERS))
+        self.set_amplifiers(False)
+        self.set_brakes(False)
 
     def close(self) -> None:
         if self.card is None:
             return
+        try:
+            self._safe_outputs()
+        except BoardError:
+            pass  # refused while the watchdog is expired: written again once it is cleared
         errors = []
-        steps = [lambda: self.write_duty(np.zeros(SLIDERS)), lambda: self.set_amplifiers(False),
-                 lambda: self.set_brakes(False)]
-        if self.task is not None:
-            steps += [lambda: self._call("task_stop", self.task), lambda: self._call("task_delete", self.task)]
-        steps += [lambda: self._call("watchdog_stop"), lambda: self._call("watchdog_clear"),
-                  lambda: self._call("close")]
+        steps = [lambda: self._call("watchdog_stop"), lambda: self._call("watchdog_clear"), self._safe_outputs,
+                 self._stop_sampling, lambda: self._call("close")]
         for step in steps:  # each tried: the board is released whatever refused before
             try:
                 step()
@@ -163,3 +220,11 @@ class QuanserBoard(Board):
         self.card = self.task = None
         if errors:
             raise BoardError("closing the board: " + "; ".join(errors))
+
+    def _release(self) -> None:
+        """Close a card whose configuration failed; the error that made it fail is the one reported."""
+        card, self.card = self.card, None
+        try:
+            card.close()
+        except self.hardware.HILError:
+            pass

@@ -211,17 +211,18 @@ class SimulatedBoard(Board):
         self.watchdog_timeout, self._since_reload = timeout, 0.0
 
     def start_sampling(self, rate: float) -> None:
-        self.sampling = True
+        self.sampling = True  # the plant is read directly: starting again discards nothing
 
     def read(self) -> BoardSample:
         q, qd = self.plant.joint_positions(), self.plant.joint_velocities()
         counts = np.round((q - self._origin) * self.counts_per_metre) + self.count_jumps
         return BoardSample(counts=counts, count_rates=qd * self.counts_per_metre,
-                           amplifier_faults=self.amplifier_faults.copy(), watchdog_expired=self.watchdog_expired)
+                           amplifier_faults=self.amplifier_faults.copy())
 
-    def reload_watchdog(self) -> None:
+    def reload_watchdog(self) -> bool:
         if not self.watchdog_expired:
             self._since_reload = 0.0
+        return self.watchdog_expired
 
     def write_duty(self, duty: np.ndarray) -> None:
         self._writable()

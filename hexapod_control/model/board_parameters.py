@@ -98,10 +98,27 @@ class BoardChannels(_Section):
         description="digital outputs releasing the brakes (one or more lines)"
     )
     fault_channels: Annotated[Channels6, _distinct] = Field(description="digital input of each amplifier's fault line")
+    analog_outputs: Annotated[tuple[Channel, ...], _distinct] = Field(
+        description="every analog output of the board ([] if it has none): the drive uses none, and sets each to 0 V "
+                    "on a watchdog expiry (a Q8-series board starts its watchdog only when every analog and digital "
+                    "output has an expiration state)"
+    )
+    digital_lines: Annotated[tuple[Channel, ...], Field(min_length=1), _distinct] = Field(
+        description="every digital line of the board: each goes tristate on a watchdog expiry; the direction, enable, "
+                    "brake and fault channels are among them"
+    )
 
     @model_validator(mode="after")
     def _outputs_distinct(self) -> BoardChannels:
         return _distinct_channels("direction_channels", "enable_channels", "brake_channels")(self)
+
+    @model_validator(mode="after")
+    def _lines_on_the_board(self) -> BoardChannels:
+        for name in ("direction_channels", "enable_channels", "brake_channels", "fault_channels"):
+            for index, channel in enumerate(getattr(self, name)):
+                if channel not in self.digital_lines:
+                    raise _Invalid(f"{name}[{index}]", f"channel {channel} is not among digital_lines")
+        return self
 
 
 class BoardLevels(_Section):
