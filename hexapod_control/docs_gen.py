@@ -4,7 +4,8 @@
 
 Every key of :class:`hexapod_control.model.parameters.HexapodParameters`, one table per section:
 its type and range as the schema declares them, its value in ``config/hexapod.yaml``, and its
-description. The page is generated so that it cannot drift from the schema; ``--check`` exits 1
+description. An optional section that the shipped file leaves out (``board``) is shown with the
+values of its example file, :data:`OPTIONAL_SECTION_EXAMPLES`. The page is generated so that it cannot drift from the schema; ``--check`` exits 1
 when the file on disk differs from what would be written (test/test_docs.py runs the same check).
 """
 
@@ -25,6 +26,8 @@ from hexapod_control.model.parameters import HexapodParameters, default_paramete
 ROOT_KEY = "hexapod"
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "doc" / "parameters.md"
 SHIPPED_FILE = "hexapod.yaml"
+# Optional sections absent from the shipped file -> the example file whose values the page shows.
+OPTIONAL_SECTION_EXAMPLES = {"board": "quanser_board.example.yaml"}
 # Validators whose rule a reader needs, by function name; the others check plausibility only.
 VALIDATOR_RULES = {"_distinct": "distinct"}
 BOUNDS = ((annotated_types.Gt, "gt", ">"), (annotated_types.Ge, "ge", "≥"),
@@ -93,12 +96,31 @@ def format_value(value) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
+def optional_section(annotation) -> type[BaseModel] | None:
+    """The section model of an ``Section | None`` annotation, else None."""
+    arguments = typing.get_args(annotation)
+    models = [a for a in arguments if isinstance(a, type) and issubclass(a, BaseModel)]
+    return models[0] if len(models) == 1 and type(None) in arguments and len(arguments) == 2 else None
+
+
+def example_value(name: str):
+    """The section ``name`` as its example file (OPTIONAL_SECTION_EXAMPLES) sets it."""
+    return getattr(load_parameters(default_parameters_path(OPTIONAL_SECTION_EXAMPLES[name])), name)
+
+
 def sections(model: type[BaseModel], value: BaseModel, path: str) -> Iterator[tuple[str, str, list[tuple]]]:
     """(key path, what the section is, rows) for ``model`` and every section below it, depth first."""
     rows, below = [], []
     for name, field in model.model_fields.items():
         key = f"{path}.{name}"
-        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+        optional = optional_section(field.annotation)
+        if optional is not None and getattr(value, name) is None:
+            example = OPTIONAL_SECTION_EXAMPLES[name]
+            rows.append((f"`{name}`", "optional section (below)", "absent", escape(field.description or "")))
+            note = (f"{optional.__doc__ or ''} Not in `config/{SHIPPED_FILE}`: the shipped column of this section "
+                    f"and the ones below it gives `config/{example}`, whose values are placeholders.")
+            below.append((optional, example_value(name), key, note))
+        elif isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
             rows.append((f"`{name}`", "section (below)", "", escape(field.description or "")))
             below.append((field.annotation, getattr(value, name), key, field.description))
         else:
@@ -108,7 +130,8 @@ def sections(model: type[BaseModel], value: BaseModel, path: str) -> Iterator[tu
     yield path, model.__doc__ or "", rows
     for submodel, subvalue, key, description in below:
         for section in sections(submodel, subvalue, key):
-            if section[0] == key and description and not submodel.__doc__:
+            if section[0] == key and description and (not submodel.__doc__ or optional_section(
+                    model.model_fields[key.rsplit(".", 1)[1]].annotation)):
                 section = (key, description, section[2])
             yield section
 

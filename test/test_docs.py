@@ -65,8 +65,9 @@ def test_the_parameters_reference_is_what_the_schema_generates():
         "doc/parameters.md is stale: run python -m hexapod_control.docs_gen")
 
 
-def test_the_parameters_reference_names_every_key_of_the_shipped_file():
-    parameters = load_parameters(default_parameters_path(docs_gen.SHIPPED_FILE))
+@pytest.mark.parametrize("file", [docs_gen.SHIPPED_FILE, *docs_gen.OPTIONAL_SECTION_EXAMPLES.values()])
+def test_the_parameters_reference_names_every_key_of_the_shipped_and_example_files(file):
+    parameters = load_parameters(default_parameters_path(file))
     page = (DOC / "parameters.md").read_text(encoding="utf-8")
     headings = set(re.findall(r"^## (\S+)$", page, re.M))
 
