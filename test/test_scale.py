@@ -1,6 +1,7 @@
 """Sweeps (hexapod_control/scale): spec expansion, one case's row against independent computations,
 and one small sweep on Ray in local mode (Ray's start costs seconds: one test starts it)."""
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -238,11 +239,46 @@ def test_tuning_the_lowest_stable_rate_is_where_the_linearised_loop_turns_stable
     without_coulomb = base.replace(actuators={"coulomb_friction": 0.0, "static_friction": 0.0})  # as tune's plants
     lowest = tune.lowest_stable_rate(candidate, [without_coulomb], "double_loop", 2)
     assert tune.LOWEST_RATE_SEARCHED < lowest < candidate.controllers.rate
-    bare = candidate.replace(controllers={"delay_compensation": {"predictor": "none"}})
+    # The controller's model without Coulomb friction too, as the tuner linearises it.
+    controller = candidate.replace(actuators={"coulomb_friction": 0.0, "static_friction": 0.0})
+    bare = controller.replace(controllers={"delay_compensation": {"predictor": "none"}})
     law = margins.linearised_law(HexapodModel(bare), "double_loop", "robot")
-    plant, model = margins.linearised_plant(HexapodModel(without_coulomb)), margins.linearised_plant(HexapodModel(candidate))
+    plant, model = margins.linearised_plant(HexapodModel(without_coulomb)), margins.linearised_plant(HexapodModel(controller))
 
     def radius(rate):
         return margins.spectral_radius(margins.closed_loop(law, plant, model, 1.0 / rate, 2, True)[0])
 
     assert radius(1.01 * lowest) < 1.0 < radius(0.99 * lowest)
+
+
+def test_tuning_computed_torque_on_a_plant_with_drives_has_a_finite_lowest_stable_rate():
+    """Its inverse dynamics cancels the model's friction: with Coulomb friction's slope at rest left in the
+    controller's model and not in the plant's, the linearised loop was unstable at every rate."""
+    from hexapod_control.scale import tune
+
+    base = load_parameters(default_parameters_path("hexapod_actuators.yaml"))
+    lowest = tune.lowest_stable_rate(base, [tune.without_coulomb_friction(base)], "computed_torque", 2)
+    assert tune.LOWEST_RATE_SEARCHED < lowest < base.controllers.rate
+
+
+def test_a_tuning_trial_unstable_at_the_control_rate_is_infeasible_with_its_reason_not_an_error(tmp_path):
+    from hexapod_control.scale import tune
+
+    actuators = str(default_parameters_path("hexapod_actuators.yaml"))
+    base = load_parameters(actuators)
+    cases = expand(tune.tuning_spec("double_loop", 2, base, 0), tmp_path)
+    setting = {"controller": "double_loop", "delay": 2, "params": actuators, "cases": cases}
+    point = {"kinematic_scale": 3.0, "velocity_proportional_gain": 20000.0, "integral_ratio": 20.0}
+    result = tune.trainable({**point, "setting": setting})
+    assert result["feasible"] is False and result["reason"] == "linear margin: unstable at the control rate"
+    assert result["objective"] > tune.INFEASIBLE and math.isinf(result["lowest_stable_rate"])
+
+
+def test_a_tuning_trial_that_raises_is_scored_infeasible_with_its_error(tmp_path):
+    from hexapod_control.scale import tune
+
+    setting = {"controller": "double_loop", "delay": 2, "params": str(tmp_path / "missing.yaml"), "cases": []}
+    result = tune.trainable({"kinematic_scale": 1.0, "velocity_proportional_gain": 1000.0, "integral_ratio": 1.0,
+                             "setting": setting})
+    assert result["feasible"] is False and result["objective"] == tune.INFEASIBLE
+    assert result["reason"].startswith("error: ") and "missing.yaml" in result["reason"]
