@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from hexapod_control.errors import HexapodError
-from hexapod_control.evaluation.evaluate import prepare_output
 from hexapod_control.evaluation.document import Document, Figure, Table
+from hexapod_control.evaluation.evaluate import prepare_output
 from hexapod_control.options import add_output
 from hexapod_control.scale.case import run_case
 from hexapod_control.scale.engine import Engine, Failure, Progress
@@ -113,10 +113,28 @@ def distribution_table(rows: Sequence[dict], labels: Sequence[str]) -> Table:
 
 def disagreement_table(rows: Sequence[dict], keys: Sequence[str]) -> Table:
     rows = [r for r in rows if not r["error"] and r.get("linear_stable") is not None and r["stable"] != r["linear_stable"]]
-    header = ["case", "controller", *keys, "simulated", "linear", "spectral radius", "final position error max [mm]", "faults"]
+    header = ["case", "controller", *keys, "simulated", "linear", "spectral radius", "final position error max [mm]", "faults",
+              "why"]
     body = [[r["case"], r["controller"], *[r[k] for k in keys], _verdict(r["stable"]), _verdict(r["linear_stable"]),
-             r["linear_radius"], r["final_position_max"] * 1e3, r["faults"]] for r in rows]
-    return Table("Cases where the simulated verdict and the linear analysis at home (`hexapod_margins`) disagree.", header, body)
+             r["linear_radius"], r["final_position_max"] * 1e3, r["faults"], disagreement_reason(r)] for r in rows]
+    return Table("Cases where the simulated verdict and the linear analysis at home (`hexapod_margins`) disagree, and "
+                 "why, from what the run recorded.", header, body)
+
+
+def disagreement_reason(row: dict) -> str:
+    """Why a case's simulated verdict differs from its linear one, read from its row."""
+    if row["linear_stable"]:  # simulated unstable
+        if row["failure"]:
+            return f"the plant failed: {row['failure']}"
+        if row["faults"]:
+            return f"the supervisor faulted {row['faults']} time(s); the linear loop has no supervisor"
+        if row["saturated_time"] > 0.0:
+            return f"at the force limit for {row['saturated_time']:.3g} s; the linear loop has no force limit"
+        return ("it did not settle as the stability criterion asks: the linear loop is linearised at home, without "
+                "jitter, lost commands, sensor noise or dry friction")
+    growth = row["linear_radius"] ** row["steps"]
+    return (f"the linear loop's unstable mode grows {growth:.3g} x over the run's {row['steps']} periods: too little to "
+            "break the stability criterion (a longer run shows it)")
 
 
 def _verdict(stable: bool | None) -> str:
