@@ -199,15 +199,15 @@ def _evaluate_gains(point: dict, setting: dict, folder: Path) -> dict:
     limits = base.limits
     broken = [r for r in rows if r["error"] or not r["stable"] or r["saturated_time"] > 0.0
               or r["peak_speed"] > limits.actuator_speed_max]
-    result["position_rms"] = float(np.mean([r["position_rms"] for r in rows]))
-    result["orientation_rms"] = float(np.mean([r["orientation_rms"] for r in rows]))
-    score = float(np.mean([r["position_rms"] + LENGTH_SCALE * r["orientation_rms"] for r in rows]))
-    if broken:
+    if broken:  # a case that failed has no metrics: judge before averaging them
         r = broken[0]
         result["reason"] = (r["error"] or ("unstable" if not r["stable"] else "saturated" if r["saturated_time"] > 0 else
                                            f"speed {r['peak_speed']:.2f} m/s"))
         result["objective"] = INFEASIBLE + len(broken) / len(rows)
         return result
+    result["position_rms"] = float(np.mean([r["position_rms"] for r in rows]))
+    result["orientation_rms"] = float(np.mean([r["orientation_rms"] for r in rows]))
+    score = float(np.mean([r["position_rms"] + LENGTH_SCALE * r["orientation_rms"] for r in rows]))
     result.update(objective=score, feasible=True, valid_rates_min=section["valid_rates"]["min"])
     return result
 
