@@ -1,4 +1,5 @@
-"""Ctrl-C of a node run by ``run_node``: the teardown never races rclpy's own answer to the signal.
+"""Ctrl-C of a node run by ``run_node``: the teardown never races rclpy's own answer to the signal,
+and a second Ctrl-C (a terminal's group, then ros2 launch's) does not interrupt it.
 
 rclpy answers SIGINT in a thread of its own (it triggers the executors' guard conditions and shuts
 the contexts down). The fake driver's and the robot stack's loops do not wait in the executor, so
@@ -10,8 +11,10 @@ The rounds below make that race every time: a node sends itself SIGINT from its 
 within a few hundred rounds.
 """
 
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -50,3 +53,34 @@ def test_a_node_interrupted_in_its_own_loop_exits_with_zero_every_time():
     rounds = [line.split() for line in process.stdout.splitlines()]
     assert process.returncode == 0, (process.returncode, rounds[-3:], process.stderr[-3000:])
     assert rounds == [[str(round), "0"] for round in range(ROUNDS)]
+
+
+# In a terminal, Ctrl-C reaches every process of the foreground group: the node, and ros2 launch,
+# which then sends the node a SIGINT of its own. The second one lands at some moment of the first
+# one's teardown: the lags below spread it over the first tenth of a second.
+SECOND_SIGNAL_LAGS_S = (0.0, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
+START_TIMEOUT_S = 120.0
+
+
+@pytest.mark.parametrize("lag", SECOND_SIGNAL_LAGS_S)
+def test_a_second_ctrl_c_during_the_teardown_does_not_interrupt_it(lag):
+    """Without SIGINT ignored once the teardown starts, every one of these ended with exit code -2,
+    the first ones with a KeyboardInterrupt traceback from the teardown."""
+    node = subprocess.Popen([sys.executable, "-m", "hexapod_control.ros.fake_driver"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not any("ready" in line for line in lines) and time.monotonic() < deadline and node.poll() is None:
+            lines.append(node.stdout.readline())
+        assert any("ready" in line for line in lines), "".join(lines)[-3000:]
+        node.send_signal(signal.SIGINT)
+        time.sleep(lag)  # the spread of the second signal is what is tested, not a wait for an event
+        node.send_signal(signal.SIGINT)
+        output = node.communicate(timeout=HANG_GUARD_S)[0]
+    finally:
+        if node.poll() is None:
+            node.kill()
+            node.wait()
+    assert node.returncode == 0, output[-3000:]
+    assert "Traceback" not in output

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from rclpy.signals import uninstall_signal_handlers
+from rclpy.signals import SignalHandlerOptions, get_current_signal_handlers_options, uninstall_signal_handlers
 from trajectory_msgs.msg import MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
 
 from hexapod_control.control.loop import DiagnosticThrottle, Level
@@ -272,10 +273,18 @@ def end_signal_handling() -> None:
     condition and shuts the contexts down. A node whose loop does not wait in the executor takes the
     KeyboardInterrupt at once, and its teardown then frees that guard condition and the node's
     handles while the thread still uses them: a SIGSEGV at the stop. Uninstalling the handlers joins
-    the thread first. During the teardown a second Ctrl-C raises KeyboardInterrupt, as before, and
-    a SIGTERM (launch's next step when a node does not stop) ends the process at once.
+    the thread first. A further Ctrl-C is then ignored until the process ends: in a terminal, Ctrl-C
+    reaches every process of the foreground group, the node and ros2 launch, which sends each node
+    a SIGINT of its own a moment later; that one would end the teardown, or the interpreter's exit
+    after it, with a KeyboardInterrupt or SIGINT's default action (exit code -2, launch's "process
+    has died", a traceback). A SIGTERM (launch's next step when a node does not stop) ends the
+    process at once.
     """
-    uninstall_signal_handlers()
+    # Once only: uninstalling puts back the handler rclpy found at its start, Python's, which a
+    # second call would restore over SIG_IGN for a moment.
+    if get_current_signal_handlers_options() != SignalHandlerOptions.NO:
+        uninstall_signal_handlers()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_node(factory: Callable[[], object], name: str, args: list[str] | None = None) -> int:
@@ -295,12 +304,13 @@ def run_node(factory: Callable[[], object], name: str, args: list[str] | None = 
             if rclpy.ok():
                 raise
             return 0
-        # rcl's logging sets itself up at the first message of the process, which takes tens of
-        # milliseconds: paid here, not by the node's first message in its loop (an arming's, at
-        # normal scheduling, stalled the robot stack past the joint-state watchdog).
-        node.get_logger().info("ready")
         executor = SingleThreadedExecutor()
         executor.add_node(node)
+        # rcl's logging sets itself up at the first message of the process, which takes tens of
+        # milliseconds: paid here, not by the node's first message in its loop (an arming's, at
+        # normal scheduling, stalled the robot stack past the joint-state watchdog). "ready": the
+        # node spins next.
+        node.get_logger().info("ready")
         # The objects of the start-up (modules, the model, rclpy's) live as long as the process: out
         # of the collector's sight, a full collection no longer scans them: a full scan paused the
         # process for longer than the joint-state watchdog allows (doc/benchmarks.md).
@@ -325,7 +335,10 @@ def run_node(factory: Callable[[], object], name: str, args: list[str] | None = 
             executor.shutdown()
             node.destroy_node()
         return 0
+    except KeyboardInterrupt:
+        return 0  # Ctrl-C while the node was starting, before it spun: a normal exit
     finally:
+        end_signal_handling()
         rclpy.try_shutdown()
 
 
