@@ -73,6 +73,7 @@ def rig():
 
 
 def test_expiration_states_come_before_the_watchdog_and_the_amplifiers_after_it(rig):
+    assert rig.board.pwm_expiration_set is True  # the stand-in accepts a PWM expiration state
     names = rig.names()
     start = names.index("watchdog_start")
     assert names.index("watchdog_set_pwm_expiration_state") < start

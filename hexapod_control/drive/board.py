@@ -26,6 +26,10 @@ class Board:
     """The operations of a board, in the order the core uses them (see drive/core.py); a refused one
     raises :class:`hexapod_control.errors.BoardError`."""
 
+    # Whether the watchdog zeroes the PWM duty on expiry (None until the expiration states are set):
+    # a board that cannot leaves stopping the motors to the amplifiers' enable lines.
+    pwm_expiration_set: bool | None = None
+
     def open(self) -> None:
         """Connect; every output in its safe state (zero duty, amplifiers disabled, brakes applied)."""
         raise NotImplementedError

@@ -19,7 +19,8 @@ built, so the rest of the package works without it. Calls, in the order the core
   amplifiers' enable and the brakes must be wired so that a floating line means disabled and
   applied. Quanser documents the PWM expiration state as not configurable on current boards: a
   board that answers "not supported" leaves its PWM duty as it was on expiry, and the tristated
-  enable lines alone stop the motors (:attr:`QuanserBoard.pwm_expiration_set` says which).
+  enable lines alone stop the motors (``pwm_expiration_set`` says which; the driver's /diagnostics
+  carry it as ``pwm_zeroed_on_watchdog_expiry``).
 - sampling: ``task_create_reader`` over the encoders, the fault lines and the encoder velocities
   ("other" channels), started on ``Clock.HARDWARE_CLOCK_0`` at ``sample_rate``, its buffer as long
   as the watchdog's timeout; each ``read`` is a blocking ``task_read`` of one sample, which paces
@@ -92,7 +93,6 @@ class QuanserBoard(Board):
         # A loop late by less than the watchdog's timeout finds its samples waiting; later, the
         # watchdog expires anyway.
         self.samples_in_buffer = max(2, math.ceil(limits.watchdog_timeout * limits.sample_rate))
-        self.pwm_expiration_set: bool | None = None  # None: not tried yet
         self.card = None
         self.task = None
 

@@ -204,7 +204,7 @@ class SimulatedBoard(Board):
         self.amplifiers_enabled = self.brakes_released = False
 
     def set_expiration_states(self) -> None:
-        self.expiration_states_set = True
+        self.expiration_states_set = self.pwm_expiration_set = True
 
     def start_watchdog(self, timeout: float) -> None:
         self._writable()

@@ -594,7 +594,8 @@ class FakeDriverNode(HexapodNode):
         if drive is not None:
             values |= {"board": self.board_kind, "drive_state": drive.state.value, "drive_fault": drive.fault,
                        "drive_faults": drive.faults, "board_errors": drive.board_errors,
-                       "last_board_error": drive.last_board_error}
+                       "last_board_error": drive.last_board_error,
+                       "pwm_zeroed_on_watchdog_expiry": drive.board.pwm_expiration_set}
         self.window_states = self.window_commands = 0
         self.diagnostics.publish(self.get_clock().now().nanoseconds * 1e-9, level, text, values)
 
