@@ -19,7 +19,7 @@ PYTHON="${HEXAPOD_PYTHON:-python3}"
 say() { echo "bootstrap: $*" >&2; }
 
 cd "$REPO_ROOT"
-wanted="$(cat requirements.txt requirements-ros.txt requirements-dev.txt constraints.txt | sha256sum | cut -d' ' -f1)"
+wanted="$(cat requirements.txt requirements-ros.txt requirements-test.txt requirements-dev.txt constraints.txt | sha256sum | cut -d' ' -f1)"
 
 if [[ -x "$VENV/bin/python" ]] && ! "$VENV/bin/python" -c 'pass' 2>/dev/null; then
     say "$VENV is broken (its interpreter does not run); recreating it"
