@@ -46,6 +46,8 @@ BOUNDS_M = {("double_loop", None): (1.5e-4, 4e-4), ("computed_torque", None): (2
 SIMULATED_BOARD = simulated_parameters(STOP, watchdog_timeout=0.5).board.model_dump(mode="json")
 # On a board the drive serves commands once powered up: not while it powers up or after a fault.
 SERVING = ("applying commands", "no valid command yet: zero force", "command timed out: zero force")
+DRIVE_FAULT = "drive fault: "  # the driver's status while a drive fault is latched
+POWER_UP_RESETS = 3
 
 
 # These tests judge tracking, stability and the re-arm, not the watchdog and rate rows
@@ -134,9 +136,33 @@ class Operator:
                 self.status["stack"] = f"{entry.message} (last error: {values.get('last_error', '')})"
 
     def wait_for_rest(self):
-        spin_until(self.executor, lambda: self.status["answering"] and self.speeds[0] < REST_SPEED_M_S
-                   and self.status["driver"] in SERVING, STARTUP_TIMEOUT_S,
-                   "the platform resting on its stops, the stack answering the driver's states")
+        """Until the platform rests on its stops and the stack answers. A drive that latched a fault
+        while powering up (a loaded machine can stall its loop past the watchdog) is reset, as
+        doc/quanser_driver.md tells the operator, at most POWER_UP_RESETS times."""
+        resets = 0
+
+        def resting() -> bool:
+            nonlocal resets
+            if self.status["driver"].startswith(DRIVE_FAULT) and resets < POWER_UP_RESETS:
+                resets += 1
+                self.reset_driver()
+            return self.status["answering"] and self.speeds[0] < REST_SPEED_M_S and self.status["driver"] in SERVING
+
+        try:
+            spin_until(self.executor, resting, STARTUP_TIMEOUT_S,
+                       "the platform resting on its stops, the stack answering the driver's states")
+        except pytest.fail.Exception:
+            print(f"driver: {self.status['driver']!r}; stack: {self.status['stack']!r}; resets: {resets}")
+            raise
+
+    def reset_driver(self) -> None:
+        client = self.clients.get("driver reset")
+        if client is None:
+            client = self.clients["driver reset"] = self.node.create_client(Trigger, "/hexapod_fake_driver/reset")
+            spin_until(self.executor, client.service_is_ready, DISCOVERY_TIMEOUT_S, "the driver's ~/reset")
+        future = client.call_async(Trigger.Request())
+        spin_until(self.executor, future.done, DISCOVERY_TIMEOUT_S, "the answer of the driver's ~/reset")
+        self.status["driver"] = ""  # the next diagnostics say how the power-up goes on
 
     def now(self) -> float:
         """This node's clock [s]: the time base of the driver's stamps. Taken after a service's answer,
