@@ -170,13 +170,18 @@ def evaluate_gains(point: dict, setting: dict) -> dict:
         return _evaluate_gains(point, setting, Path(folder))
 
 
+def infeasible(reason: str) -> dict:
+    """The outcome of a trial that broke a constraint or failed, before any metric."""
+    return {"objective": INFEASIBLE, "feasible": False, "reason": reason, "lowest_stable_rate": math.nan,
+            "position_rms": math.nan, "orientation_rms": math.nan}
+
+
 def _evaluate_gains(point: dict, setting: dict, folder: Path) -> dict:
     controller, delay = setting["controller"], setting["delay"]
     base = load_parameters(setting["params"])
     section = gains_section(controller, point, base)
     probe = write_overlay(folder / "gains.yaml", overlay_document(setting["params"], controller, section, delay))
-    result = {"objective": INFEASIBLE, "feasible": False, "reason": "", "lowest_stable_rate": math.nan,
-              "position_rms": math.nan, "orientation_rms": math.nan}
+    result = infeasible("")
     cases = [replace(case, parameters_file=str(probe)) for case in setting["cases"]]
     try:
         candidate = load_parameters(probe)
@@ -220,8 +225,7 @@ def trainable(config: dict) -> dict:
     try:
         return evaluate_gains(point, setting)
     except Exception as error:  # noqa: BLE001 - any failure of one trial is that trial's result
-        return {"objective": INFEASIBLE, "feasible": False, "reason": f"error: {type(error).__name__}: {error}",
-                "lowest_stable_rate": math.nan, "position_rms": math.nan, "orientation_rms": math.nan}
+        return infeasible(f"error: {type(error).__name__}: {error}")
 
 
 # ------------------------------------------------------------------------------------------ sweeps
@@ -260,8 +264,7 @@ def trial_row(result) -> dict:
     if result.metrics and "objective" in result.metrics:
         return {**point, **{k: result.metrics.get(k) for k in TRIAL_COLUMNS}}
     reason = " ".join(f"error: {result.error}".split()) if result.error is not None else "error: no result"
-    return {**point, "objective": INFEASIBLE, "feasible": False, "reason": reason, "lowest_stable_rate": math.nan,
-            "position_rms": math.nan, "orientation_rms": math.nan}
+    return {**point, **infeasible(reason)}
 
 
 def shipped_trial(trials: Sequence[dict], controller: str, parameters: HexapodParameters) -> dict | None:
