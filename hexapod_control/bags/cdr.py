@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from hexapod_control.bags.contents import MessageBlock
 
@@ -222,30 +223,10 @@ LAYOUTS: dict[str, Callable[[bytes], Layout]] = {
 
 
 # ------------------------------------------------------------------------------------------ blocks
-WORD = 8  # bytes gathered at a time by message_rows
-
-
 def message_rows(block: MessageBlock, rows: np.ndarray, size: int) -> np.ndarray:
-    """(len(rows), size) uint8: the bytes of the given messages (all of ``size`` bytes), one row each.
-
-    Gathered as 8-byte words (one gather per alignment of the message starts), 8x fewer indices
-    than gathering bytes; a message whose last word would run past the buffer is copied alone.
-    """
-    buffer, starts = block.buffer, block.offsets[rows]
-    out = np.empty((rows.size, size), dtype=np.uint8)
-    words = size // WORD + 2  # the message plus up to one word of misalignment
-    phase = starts % WORD
-    for p in np.unique(phase).tolist():
-        usable = (buffer.size - p) // WORD
-        view = buffer[p : p + WORD * usable].view("<u8")
-        selected = np.flatnonzero(phase == p)
-        first = (starts[selected] - p) // WORD
-        inside = first + words <= usable
-        index = first[inside, None] + np.arange(words)
-        out[selected[inside]] = view[index].view(np.uint8)[:, :size]
-        for k in selected[~inside].tolist():
-            out[k] = buffer[starts[k] : starts[k] + size]
-    return out
+    """(len(rows), size) uint8: the bytes of the given messages (all of ``size`` bytes), one row each:
+    the rows of the buffer's sliding window of ``size`` bytes at the messages' starts, one copy."""
+    return sliding_window_view(block.buffer, size)[block.offsets[rows]]
 
 
 def group_by_layout(block: MessageBlock, walk: Callable[[bytes], Layout],
@@ -279,9 +260,10 @@ def group_by_layout(block: MessageBlock, walk: Callable[[bytes], Layout],
                 candidates = [layout]
             layout = candidates.pop(0)
             pending = np.flatnonzero(undecided)
-            found = pending[np.all(data[pending][:, layout.structure] == layout.template, axis=1)]
+            every = pending.size == rows.size  # the usual case: no copy of the rows before the comparison
+            found = pending[np.all((data if every else data[pending])[:, layout.structure] == layout.template, axis=1)]
             if found.size:
-                groups.append((layout, rows[found], data[found]))
+                groups.append((layout, rows[found], data if found.size == rows.size else data[found]))
                 undecided[found] = False
         unfit.extend(rows[undecided].tolist())
     return groups, np.sort(np.array(unfit, dtype=np.int64))
