@@ -34,17 +34,21 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from hexapod_control.bags import MessageBlock, RunInfo, read_bag
+from hexapod_control.bags import BagContents, MessageBlock, RunInfo, read_bag
 from hexapod_control.bags.topics import resolve_topic_names
 from hexapod_control.conventions import MESSAGE_TYPES
-from hexapod_control.evaluation import timing
-from hexapod_control.evaluation.decode import Skips, TopicDecoder
+from hexapod_control.evaluation import parallel, timing
+from hexapod_control.evaluation.decode import Skips, TopicDecoder, TopicSeries
 
 # Topics the evaluation decodes (keys of ros_conventions.TOPICS).
 EVALUATED_TOPICS = ("joint_states", "reference", "platform_pose", "effort_commands", "diagnostics")
 DIAGNOSTIC_LEVELS = {0: "OK", 1: "WARN", 2: "ERROR", 3: "STALE"}
 # Samples each metric needs, per topic key (a period needs two joint states).
 REQUIRED_SAMPLES = {"joint_states": 2, "reference": 1, "effort_commands": 1}
+# The evaluated topics decoded together when a bag is decoded on several processes: the first group
+# in the calling process (the most bytes: nothing to transfer), the second, of about as much decoding
+# work (the references' rotations), in another.
+TOPIC_GROUPS = (("joint_states", "effort_commands", "diagnostics"), ("reference", "platform_pose"))
 
 
 @dataclass
@@ -146,6 +150,45 @@ class _RunDecoder:
                                                         self.replay)
         decoder.add(block)
 
+    def series(self) -> dict[str, TopicSeries]:
+        return {key: topic_decoder.series() for key, topic_decoder in self.decoders.items()}
+
+
+@dataclass
+class _TopicRead:
+    """What reading a bag for one evaluated topic gave: every topic's counts, notes, its series, skips."""
+
+    path: Path
+    storage: str
+    available: dict[str, tuple[Optional[str], int]]
+    notes: list[str]
+    custom_data: dict[str, str]
+    series: dict[str, TopicSeries]
+    skips: Skips
+
+
+def _decode_by_topic(path, names: dict[str, str], joint_names, bulk: bool, replay: bool, workers: int):
+    """(contents, decoded topics, skips) of the bag, each group of TOPIC_GROUPS read and decoded on
+    its own on up to ``workers`` processes. A topic's arrays come back whole, with nothing to join;
+    each group reads the whole bag, and skips the other topics' messages (their index only)."""
+
+    def read(keys: tuple[str, ...]) -> _TopicRead:
+        decoder = _RunDecoder(names, joint_names, bulk, replay)
+        contents = read_bag(path, {names[key] for key in keys}, consumer=decoder)
+        return _TopicRead(contents.path, contents.storage, contents.available, contents.notes, contents.custom_data,
+                          decoder.series(), decoder.skips)
+
+    reads = parallel.map_forked(read, TOPIC_GROUPS, workers, here=1)
+    first = reads[0]
+    contents = BagContents(path=first.path, storage=first.storage, topics={}, available=first.available,
+                           custom_data=first.custom_data)
+    series, skips = {}, Skips()
+    for result in reads:
+        contents.notes.extend(note for note in result.notes if note not in contents.notes)  # the bag's own, once
+        series.update(result.series)
+        skips.merge(result.skips)
+    return contents, series, skips
+
 
 def load_run(
     path,
@@ -154,16 +197,23 @@ def load_run(
     label: Optional[str] = None,
     bulk: bool = True,
     replay: bool = False,
+    workers: int = 1,
 ) -> RunData:
     """Read and decode the bag at ``path``; raises BagError only when it cannot be opened.
 
     ``joint_names`` are the bag's names of q1..q6; ``bulk=False`` decodes every message one by one
     (the reference path the tests compare the bulk decoding with); ``replay`` keeps what replay needs
     besides the reference poses: their velocities, accelerations and message numbers (``ref_points``).
+    ``workers`` > 1 decodes the topics on that many processes (``evaluation.parallel``); the result
+    is the same.
     """
     names = resolve_topic_names(topic_overrides)
-    decoder = _RunDecoder(names, joint_names, bulk, replay)
-    contents = read_bag(path, {names[key] for key in EVALUATED_TOPICS}, consumer=decoder)
+    if workers > 1:
+        contents, series, skips = _decode_by_topic(path, names, joint_names, bulk, replay, workers)
+    else:
+        decoder = _RunDecoder(names, joint_names, bulk, replay)
+        contents = read_bag(path, {names[key] for key in EVALUATED_TOPICS}, consumer=decoder)
+        series, skips = decoder.series(), decoder.skips
     run = RunData(label=label or Path(path).name, path=contents.path, storage=contents.storage,
                   topic_names=dict(names), available=dict(contents.available), joint_names=list(joint_names),
                   run_info=RunInfo.from_custom_data(contents.custom_data))
@@ -177,8 +227,8 @@ def load_run(
             run.notes.append(f"{topic} ({key}): type {found[0] or 'several'}, expected {MESSAGE_TYPES[key]}: skipped")
         elif found[1] == 0:
             run.notes.append(f"{topic} ({key}): no messages")
-    _assemble(run, decoder)
-    run.notes.extend(decoder.skips.notes())
+    _assemble(run, series, skips)
+    run.notes.extend(skips.notes())
     return run
 
 
@@ -210,18 +260,18 @@ def _times(log_ns: np.ndarray, stamp_ns: np.ndarray, topic: str, notes: list[str
     return stamp_ns, "header stamps"
 
 
-def _assemble(run: RunData, decoder: _RunDecoder) -> None:
+def _assemble(run: RunData, decoded: dict[str, TopicSeries], skips: Skips) -> None:
     """Put the decoded topics on one clock, sorted, and tie the force commands to joint states."""
     names, notes = run.topic_names, run.notes
     series = {}
-    for key, topic_decoder in decoder.decoders.items():
-        series[key] = topic_decoder.series()
-        run.decoded[key] = (topic_decoder.messages, topic_decoder.decoded)
-        reason = decoder.skips.first_reason(topic_decoder.topic)
+    for key, topic in decoded.items():
+        series[key] = (topic.logs, topic.stamps, topic.values)
+        run.decoded[key] = (topic.messages, topic.decoded)
+        reason = skips.first_reason(topic.topic)
         if reason:
             run.skip_reasons[key] = reason
         if key == "joint_states":
-            run.bag_joint_names = topic_decoder.bag_joint_names
+            run.bag_joint_names = topic.bag_joint_names
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), ())
     joint_log, joint_stamp, joint_values = series.get("joint_states", empty)
     joint_ns, joint_clock = _times(joint_log, joint_stamp, names["joint_states"], notes)

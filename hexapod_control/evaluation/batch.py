@@ -18,6 +18,10 @@ The 1 kHz loop calls the model one sample at a time in plain floats; an hour of 
 
 Both agree with the one-sample model to round-off (the tests check it, and check the batch forward
 kinematics against the leg lengths it must close).
+
+A long series is solved in pieces of ``PIECE_ROWS`` rows (:func:`forward_kinematics_pieces`, and the
+model check's points), each tracked from its own first row as a run is from its start, so that the
+pieces can run on several processes (``evaluation.parallel``) with the same result.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from importlib import resources
 import numpy as np
 
 from hexapod_control.errors import AssemblyError, AssemblyModeJumpError, ConvergenceError, InvalidInputError
+from hexapod_control.evaluation import parallel
 from hexapod_control.model.dynamics import pack_parameters
 from hexapod_control.model.kinematics import (
     FK_TOLERANCE,
@@ -48,6 +53,9 @@ FK_ERRORS = (ConvergenceError, AssemblyModeJumpError, AssemblyError, InvalidInpu
 ANCHOR_SPACING = 100
 FK_BLOCK = 16_384  # samples per batch Newton: its ~50 temporaries of (N, 3) stay in the CPU cache
 DYNAMICS_BLOCK = 10_000  # samples per generated-code call (its intermediates: ~1500 arrays of this length)
+# Rows of a long series solved on their own (its forward kinematics tracked from its first row), in
+# turn or on several cores: fixed, so that the result does not depend on the number of workers.
+PIECE_ROWS = 262_144
 # The cyclic solve of the scalar code treats |det| <= this fraction of the row-norm product as singular.
 SINGULAR_DETERMINANT = 1e-14
 
@@ -200,6 +208,26 @@ def forward_kinematics_batch(kinematics: Kinematics, q: np.ndarray) -> BatchForw
     return result
 
 
+def pieces(count: int) -> list[slice]:
+    """Consecutive slices of PIECE_ROWS rows covering ``count`` rows."""
+    return [slice(start, min(start + PIECE_ROWS, count)) for start in range(0, count, PIECE_ROWS)]
+
+
+def forward_kinematics_pieces(kinematics: Kinematics, q: np.ndarray, workers: int = 1) -> BatchForwardKinematics:
+    """:func:`forward_kinematics_batch` of each of the :func:`pieces` of ``q``, on up to ``workers``
+    processes (``evaluation.parallel``), joined."""
+    q = np.asarray(q, dtype=float)
+    rows = pieces(len(q))
+    if len(rows) <= 1:
+        return forward_kinematics_batch(kinematics, q)
+    solved = parallel.map_forked(lambda piece: forward_kinematics_batch(kinematics, q[piece]), rows, workers)
+    return BatchForwardKinematics(
+        np.concatenate([part.pose for part in solved]), np.concatenate([part.phi for part in solved]),
+        [(piece.start + k, message) for piece, part in zip(rows, solved) for k, message in part.failures],
+        sum(part.one_by_one for part in solved),
+    )
+
+
 def _solve_the_rest(kinematics: Kinematics, q: np.ndarray, result: BatchForwardKinematics) -> None:
     """Rows the batch left unsolved, one by one from the nearest solved row before them."""
     unsolved = np.flatnonzero(~np.all(np.isfinite(result.phi), axis=1))
@@ -229,6 +257,13 @@ def _array_terms() -> types.ModuleType:
     exec(compile(source, "<generated dynamics_terms on arrays>", "exec"), module.__dict__)  # noqa: S102 - our generated code
     module.math = types.SimpleNamespace(sqrt=np.sqrt, sin=np.sin, cos=np.cos)  # after its `import math`
     return module
+
+
+def model_forces(parameters, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
+    """(N, 6) :func:`inverse_dynamics_batch` at the forward kinematics of each row of q (tracked from
+    its first row); NaN rows where either failed."""
+    solved = forward_kinematics_batch(Kinematics(parameters), q)
+    return inverse_dynamics_batch(parameters, q, solved.phi, qd, qdd)
 
 
 def inverse_dynamics_batch(parameters, q: np.ndarray, phi: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:

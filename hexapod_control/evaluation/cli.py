@@ -32,6 +32,7 @@ from hexapod_control.evaluation.evaluate import (
     evaluate_bags,
     prepare_output,
 )
+from hexapod_control.evaluation.parallel import available_cores
 from hexapod_control.evaluation.report import summary_line
 from hexapod_control.model.parameters import MATCHING_METHODS, default_parameters_path, load_parameters
 
@@ -88,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"inverse dynamics at every N-th grid point (default: recording.evaluation.model_check_stride = {stride})")
     parser.add_argument("--no-model-check", action="store_true", help="skip the inverse-dynamics model check")
     parser.add_argument("--no-plots", action="store_true", help="report and tables without figures")
+    parser.add_argument("--workers", type=int, metavar="N", default=available_cores(),
+                        help="processes that decode a bag, compute its model and draw the figures; the report is the "
+                        "same for any N (default: the CPUs this process may use, %(default)s here)")
     return parser
 
 
@@ -104,12 +108,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         parameters = load_parameters(args.params) if args.params else None
         overrides = SettingsOverrides(args.steady_state_start, args.reference_matching, args.model_check_stride)
         overrides.applied((parameters or load_parameters()).recording.evaluation)  # check the options now
+        if args.workers < 1:
+            raise HexapodError(f"--workers must be >= 1, got {args.workers}")
         topics = parse_topic_overrides(args.topic)
         output = args.output or default_output(Path(args.bags[0]))
         prepare_output(output, args.force, PROG)
         report, pairs, failed = evaluate_bags(
             args.bags, parameters, output, args.label, topics, args.joint_names, overrides,
             model_check=not args.no_model_check, make_plots=not args.no_plots, partial=args.partial, progress=_stderr,
+            workers=args.workers,
         )
     except (HexapodError, OSError) as error:
         _stderr("error: " + " ".join(str(error).split()))

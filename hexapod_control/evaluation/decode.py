@@ -56,6 +56,10 @@ class Skips:
     def add(self, topic: str, reason: str, count: int = 1) -> None:
         self.counts.setdefault(topic, Counter())[reason] += count
 
+    def merge(self, other: Skips) -> None:
+        for topic, reasons in other.counts.items():
+            self.counts.setdefault(topic, Counter()).update(reasons)
+
     def notes(self) -> list[str]:
         return [f"{topic}: skipped {count} message(s): {reason}"
                 for topic, reasons in self.counts.items() for reason, count in reasons.most_common()]
@@ -201,11 +205,11 @@ class _BulkJointState:
     def values(self, data: np.ndarray, layout: cdr.Layout):
         index = {name: k for k, name in enumerate(layout.info["names"])}  # as joint_state_arrays: the last wins
         columns = [index[name] for name in self.joint_names]
-        q = cdr.float64_field(data, layout, "position")[:, columns]
-        qd = cdr.float64_field(data, layout, "velocity")[:, columns]
+        q = np.ascontiguousarray(cdr.float64_field(data, layout, "position")[:, columns])  # fancy indexing: F order
+        qd = np.ascontiguousarray(cdr.float64_field(data, layout, "velocity")[:, columns])
         ok = np.all(np.isfinite(q), axis=1) & np.all(np.isfinite(qd), axis=1)
         if layout.info["effort"] == len(index):
-            applied = cdr.float64_field(data, layout, "effort")[:, columns]
+            applied = np.ascontiguousarray(cdr.float64_field(data, layout, "effort")[:, columns])
             applied = np.where(np.all(np.isfinite(applied), axis=1, keepdims=True), applied, np.nan)
         else:
             applied = np.full(q.shape, np.nan)
@@ -314,6 +318,9 @@ class TopicDecoder:
                     self.skips.add(self.topic, reason, rows.size)
                     continue
                 stamp, values, ok = self.bulk.values(data, layout)
+                if ok.all():  # the usual block: no copies
+                    pieces.append(Decoded(rows, stamp, values))
+                    continue
                 pieces.append(Decoded(rows[ok], None if stamp is None else stamp[ok], tuple(v[ok] for v in values)))
                 slow.append(rows[~ok])
             one_by_one = np.sort(np.concatenate(slow))
@@ -378,15 +385,31 @@ class TopicDecoder:
                   "platform_pose": (6,)}
         return tuple(np.zeros((0, width)) for width in widths.get(self.key, (6,)))
 
-    def series(self) -> tuple[np.ndarray, Optional[np.ndarray], tuple]:
-        """(log ns, stamp ns or None, values) of every decoded message, in file order; the blocks'
-        arrays are released column by column as they are joined (an hour holds ~1 GB of them)."""
+    def series(self) -> TopicSeries:
+        """Every decoded message in file order; the blocks' arrays are released column by column as
+        they are joined (an hour holds ~1 GB of them)."""
+        series = TopicSeries(self.key, self.topic, self.messages, self.decoded, self.bag_joint_names)
         if not self.logs:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), self._empty()[: self.columns]
-        logs = _take_joined(self.logs)
-        stamps = _take_joined(self.stamps) if self.stamps else None
-        values = tuple(_take_joined(column) for column in self.values)
-        return logs, stamps, values
+            series.values = self._empty()[: self.columns]
+            return series
+        series.logs = _take_joined(self.logs)
+        series.stamps = _take_joined(self.stamps) if self.stamps else None
+        series.values = tuple(_take_joined(column) for column in self.values)
+        return series
+
+
+@dataclass
+class TopicSeries:
+    """What a topic decoded to: its messages, log times, stamps and values, in file order."""
+
+    key: str
+    topic: str
+    messages: int  # read
+    decoded: int
+    bag_joint_names: Optional[list[str]]  # the names of the first joint state met
+    logs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    stamps: Optional[np.ndarray] = field(default_factory=lambda: np.zeros(0, np.int64))  # None without a header
+    values: tuple = ()  # one array per quantity (a list of statuses for diagnostics)
 
 
 def _take_joined(parts: list):

@@ -28,9 +28,9 @@ METRIC_NEEDS = {
     "speeds": ("joint_states",),
     "model check": ("joint_states", "effort_commands"),
 }
-# Evaluation cost per MB of bag (benchmarks/bench_evaluate.py, 2-core machine, plots on), for the
-# expected time printed before each bag.
-EXPECTED_SECONDS_PER_MB = 0.012
+# Evaluation cost per MB of bag on one worker (benchmarks/bench_evaluate.py, 2-core machine, plots
+# on), for the expected time printed before each bag.
+EXPECTED_SECONDS_PER_MB = 0.007
 OUTPUT_SUFFIX = "_evaluation"
 # Files a report folder holds, removed before a report is written over an old one (--force).
 REPORT_FILES = ("report.md", "report.html", "table_*.csv", "table_*.md", "figure_*.png", "figure_*.svg")
@@ -122,11 +122,14 @@ def evaluate_bags(
     title: str = "Hexapod run evaluation",
     preamble: Sequence[str] = (),
     progress: Optional[Callable[[str], None]] = None,
+    workers: int = 1,
 ) -> tuple[Optional[Path], list[tuple[RunData, RunMetrics]], list[tuple[str, str]]]:
     """Evaluate every bag; (report path or None when nothing was evaluated, results, failures).
 
     ``parameters`` None: each bag's recorded parameters, else the shipped ones. Without ``partial``
     a bag that lacks data a metric needs is a failure; with it, the report says what is missing.
+    ``workers`` > 1 decodes each bag, computes its forward kinematics and model check and draws the
+    figures on that many processes (``evaluation.parallel``); the report is the same.
     """
     say = progress or (lambda line: None)
     metrics_wanted = [m for m in METRIC_NEEDS if model_check or m != "model check"]
@@ -138,7 +141,7 @@ def evaluate_bags(
         say(f"evaluating {bag} ({size:.0f} MB; ~{max(1.0, size * EXPECTED_SECONDS_PER_MB):.0f} s expected)")
         try:
             bag_params, _ = bag_parameters(Path(bag), label, parameters)
-            run = load_run(bag, joint_names or bag_params.ros.joint_names, topic_overrides, label=label)
+            run = load_run(bag, joint_names or bag_params.ros.joint_names, topic_overrides, label=label, workers=workers)
         except (BagError, HexapodError) as error:
             failed.append((str(bag), _without_path(" ".join(str(error).split()), bag)))
             continue
@@ -149,7 +152,7 @@ def evaluate_bags(
             continue
         run_settings = overrides.applied(bag_params.recording.evaluation)
         settings = settings or run_settings
-        metrics = evaluate_run(run, bag_params, run_settings, model_check=model_check)
+        metrics = evaluate_run(run, bag_params, run_settings, model_check=model_check, workers=workers)
         say(f"  metrics{' and model check' if model_check else ''} done at {time.monotonic() - started:.1f} s")
         if metrics.evaluated:
             pairs.append((run, metrics))
@@ -158,7 +161,8 @@ def evaluate_bags(
     if not pairs:
         return None, pairs, failed
     started = time.monotonic()
-    report = write_report(pairs, output, settings, failed, title=title, make_plots=make_plots, preamble=preamble)
+    report = write_report(pairs, output, settings, failed, title=title, make_plots=make_plots, preamble=preamble,
+                          workers=workers)
     say(f"report{' and figures' if make_plots else ''} written in {time.monotonic() - started:.1f} s")
     return report, pairs, failed
 

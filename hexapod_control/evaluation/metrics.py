@@ -17,7 +17,7 @@ Definitions (the report repeats them):
 * Actuator speed peaks: max |q_dot| per actuator from the joint states, against the speed limit.
 * FK failures: stamps where the forward kinematics of the recorded q raised (no assembly,
   no convergence, a jump to another assembly mode); those samples carry no pose error. The forward
-  kinematics runs on the whole series at once (``evaluation.batch``).
+  kinematics runs on whole arrays, in pieces that may run on several processes (``evaluation.batch``).
 * Travel: joint states with an actuator outside [actuator_position_min, actuator_position_max]
   (the inverse kinematics refuses such poses; the forward kinematics solves them, so they are
   counted here).
@@ -115,9 +115,9 @@ class RunMetrics:
 
 
 # ------------------------------------------------------------------------------------------ pieces
-def forward_kinematics_series(model: HexapodModel, t: np.ndarray, q: np.ndarray) -> FkResult:
+def forward_kinematics_series(model: HexapodModel, t: np.ndarray, q: np.ndarray, workers: int = 1) -> FkResult:
     """FK of every row of q, tracking the physical mode along the motion; failures recorded, not raised."""
-    solved = batch.forward_kinematics_batch(model.kinematics, q)
+    solved = batch.forward_kinematics_pieces(model.kinematics, q, workers)
     return FkResult(solved.pose, solved.phi, [(float(t[k]), message) for k, message in solved.failures])
 
 
@@ -154,10 +154,14 @@ def match_reference(method: str, ref_t: np.ndarray, ref_values: list[np.ndarray]
     matched = []
     for m, values in enumerate(ref_values):
         values = values.copy()
-        if m == 0:  # the pose: unwrap the angles along time
+        # The pose: unwrap the angles along time (where a step reaches pi; elsewhere unwrap is the identity).
+        if m == 0 and np.any(np.abs(np.diff(values[:, 3:], axis=0)) >= np.pi):
             values[:, 3:] = np.unwrap(values[:, 3:], axis=0)
-        columns = [np.interp(t, ref_t, values[:, k]) if ref_t.size > 1 else np.full(t.size, values[0, k]) for k in range(6)]
-        out = np.column_stack(columns)
+        if ref_t.size == t.size and np.array_equal(ref_t, t):  # stamped alike: interpolation gives the values
+            out = values
+        else:
+            out = np.column_stack([np.interp(t, ref_t, values[:, k]) if ref_t.size > 1 else np.full(t.size, values[0, k])
+                                   for k in range(6)])
         if m == 0:
             out[:, 3:] = wrap_angle(out[:, 3:])
         matched.append(out)
@@ -175,11 +179,11 @@ def _across_gaps(ref_t: np.ndarray, t: np.ndarray) -> np.ndarray:
     return gap_after[index] & (t > ref_t[index - 1]) & (t < ref_t[index])
 
 
-def error_stats(error: np.ndarray) -> Optional[ErrorStats]:
-    """Stats of (N, 3) error rows; None without samples."""
+def error_stats(error: np.ndarray, norm: Optional[np.ndarray] = None) -> Optional[ErrorStats]:
+    """Stats of (N, 3) error rows (``norm``: their norms, if known); None without samples."""
     if error.shape[0] == 0:
         return None
-    norm = np.linalg.norm(error, axis=1)
+    norm = np.linalg.norm(error, axis=1) if norm is None else norm
     return ErrorStats(
         samples=int(error.shape[0]),
         rms_norm=float(np.sqrt(np.mean(norm**2))),
@@ -218,8 +222,10 @@ def evaluate_run(
     parameters: HexapodParameters,
     settings: EvaluationSettings,
     model_check: bool = True,
+    workers: int = 1,
 ) -> RunMetrics:
-    """Every metric the run's data allow; what it does not allow is listed in ``notes``."""
+    """Every metric the run's data allow; what it does not allow is listed in ``notes``. The forward
+    kinematics and the model check run on up to ``workers`` processes; the result is the same."""
     from hexapod_control.evaluation.model_check import check_model
 
     limits = parameters.limits
@@ -245,7 +251,7 @@ def evaluate_run(
     metrics.speed_peak = np.max(np.abs(run.qd), axis=0)
 
     metrics.outside_travel = travel_violations(run.joint_t, run.q, limits)
-    fk = forward_kinematics_series(HexapodModel(parameters), run.joint_t, run.q)
+    fk = forward_kinematics_series(HexapodModel(parameters), run.joint_t, run.q, workers)
     metrics.fk_failures = fk.failures
     if run.pose_t.size:
         metrics.pose_topic_difference = _pose_topic_difference(run, fk)
@@ -273,18 +279,19 @@ def evaluate_run(
                 position_norm=np.linalg.norm(error[:, :3], axis=1),
                 orientation_norm=np.linalg.norm(error[:, 3:], axis=1),
             )
-            steady = t >= settings.steady_state_start
-            metrics.position_whole = error_stats(error[:, :3])
-            metrics.orientation_whole = error_stats(error[:, 3:])
-            metrics.position_steady = error_stats(error[steady, :3])
-            metrics.orientation_steady = error_stats(error[steady, 3:])
-            if not steady.any():
+            steady = slice(int(np.searchsorted(t, settings.steady_state_start)), None)  # t rises: a view
+            tracking = metrics.tracking
+            metrics.position_whole = error_stats(error[:, :3], tracking.position_norm)
+            metrics.orientation_whole = error_stats(error[:, 3:], tracking.orientation_norm)
+            metrics.position_steady = error_stats(error[steady, :3], tracking.position_norm[steady])
+            metrics.orientation_steady = error_stats(error[steady, 3:], tracking.orientation_norm[steady])
+            if not t[steady].size:
                 notes.append(
                     f"steady state: the window starts at t = {settings.steady_state_start:g} s, "
                     f"after the last evaluated sample (t = {t[-1]:.3g} s)"
                 )
     if model_check:
-        metrics.model_check = check_model(run, parameters, settings)
+        metrics.model_check = check_model(run, parameters, settings, workers)
         if metrics.model_check.reason:
             notes.append(f"model check: {metrics.model_check.reason}")
     return metrics
@@ -292,17 +299,22 @@ def evaluate_run(
 
 def _pose_topic_difference(run: RunData, fk: FkResult):
     """Max |FK - recorded pose| at the joint-state stamps the pose topic also has."""
-    # Both series are sorted (evaluation.bag orders them): a binary search finds the common stamps.
-    position = np.searchsorted(run.joint_t, run.pose_t)
-    hit = position < run.joint_t.size
-    hit[hit] &= run.joint_t[position[hit]] == run.pose_t[hit]
-    joint_index, pose_index = position[hit], np.flatnonzero(hit)
-    if joint_index.size == 0:
-        return None
-    a, b = fk.pose[joint_index], run.pose[pose_index]
+    if run.pose_t.size == run.joint_t.size and np.array_equal(run.pose_t, run.joint_t):
+        a, b = fk.pose, run.pose  # stamped alike (the usual recording): no search, no copies
+    else:
+        # Both series are sorted (evaluation.bag orders them): a binary search finds the common stamps.
+        position = np.searchsorted(run.joint_t, run.pose_t)
+        hit = position < run.joint_t.size
+        hit[hit] &= run.joint_t[position[hit]] == run.pose_t[hit]
+        joint_index, pose_index = position[hit], np.flatnonzero(hit)
+        if joint_index.size == 0:
+            return None
+        a, b = fk.pose[joint_index], run.pose[pose_index]
     ok = np.all(np.isfinite(a), axis=1)
     if not ok.any():
         return None
-    position = np.max(np.linalg.norm(a[ok, :3] - b[ok, :3], axis=1))
-    angle = np.max(np.linalg.norm(wrap_angle(a[ok, 3:] - b[ok, 3:]), axis=1))
+    if not ok.all():
+        a, b = a[ok], b[ok]
+    position = np.max(np.linalg.norm(a[:, :3] - b[:, :3], axis=1))
+    angle = np.max(np.linalg.norm(wrap_angle(a[:, 3:] - b[:, 3:]), axis=1))
     return float(position), float(angle), int(ok.sum())

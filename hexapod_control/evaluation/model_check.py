@@ -10,13 +10,13 @@ recorded forces (held between commands, as the drive holds them) go through the 
 are aligned with the derivative by half a period (see ``check_model``), so a force switching
 faster than the window (a chattering loop) is compared in the same band as the motion it caused.
 The filter is the least-squares fit's coefficient row (``savgol_coefficients``) correlated with
-the samples; only points with a full window on both sides (and one more before it, for the
+the samples, at the evaluated points only; only points with a full window on both sides (and one more before it, for the
 half-period alignment) are evaluated, so no edge rule is needed.
 
 On the embedded simulator, whose plant is this model, the residual measures the differentiation
 only; against MuJoCo or the real robot it measures the model error (friction, inertias, ...).
-The forward kinematics and the inverse dynamics run on all the grid points at once
-(``evaluation.batch``).
+The forward kinematics and the inverse dynamics run on whole arrays of grid points, in pieces
+that may run on several processes (``evaluation.batch``).
 """
 
 from __future__ import annotations
@@ -27,10 +27,9 @@ from typing import Optional
 
 import numpy as np
 
-from hexapod_control.evaluation import batch
+from hexapod_control.evaluation import batch, parallel
 from hexapod_control.evaluation.bag import RunData
 from hexapod_control.evaluation.timing import GAP_FACTOR
-from hexapod_control.model.kinematics import Kinematics
 from hexapod_control.model.parameters import EvaluationSettings, HexapodParameters
 
 
@@ -68,12 +67,17 @@ def savgol_coefficients(window: int, order: int, derivative: int, delta: float) 
     return np.linalg.pinv(design)[derivative] * math.factorial(derivative) / delta**derivative
 
 
-def _filtered(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """(N - window + 1, 6): the filter at every sample with a full window (row i: sample i + window//2)."""
-    return np.column_stack([np.correlate(values[:, k], weights, mode="valid") for k in range(values.shape[1])])
+def _filtered_at(values: np.ndarray, weights: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """(len(centres), columns): sum_j w_j values[c - len(w) // 2 + j] at each centre c (every window inside values)."""
+    half = weights.size // 2
+    out = np.zeros((centres.size, values.shape[1]))
+    for j, weight in enumerate(weights):
+        out += weight * values[centres - half + j]
+    return out
 
 
-def check_model(run: RunData, parameters: HexapodParameters, settings: EvaluationSettings) -> ModelCheck:
+def check_model(run: RunData, parameters: HexapodParameters, settings: EvaluationSettings, workers: int = 1) -> ModelCheck:
+    """The model check of a run, its points in pieces (``batch.pieces``) on up to ``workers`` processes."""
     if not run.has_joint_states:
         return ModelCheck(reason="fewer than 2 joint states")
     if not run.has_forces:
@@ -92,16 +96,10 @@ def check_model(run: RunData, parameters: HexapodParameters, settings: Evaluatio
         )
     qd = np.column_stack([np.interp(grid, run.joint_t, run.qd[:, k]) for k in range(6)])
     order = settings.derivative_order
-    qdd = _filtered(qd, savgol_coefficients(window, order, 1, period))  # row i: grid point i + half
     # Recorded force on the grid: the latest command at or before each point (what the drive holds).
     # Half a period of slack: t_0 + k period can fall a hair before the stamp it stands for
     # (round-off over a long run), which would pair the point with the previous command.
     index = np.searchsorted(run.effort_t, grid + 0.5 * period, side="right") - 1
-    # The motion is seen through the Savitzky-Golay window, so the forces are too: the same filter
-    # (deriv 0) keeps the two sides comparable when the forces switch faster than the window (a
-    # chattering loop). The held force F_k acts over [t_k, t_k+1), and the derivative at t_k sits
-    # between F_k-1's and F_k's intervals: average the two neighbours.
-    smoothed = _filtered(run.forces[np.maximum(index, 0)], savgol_coefficients(window, order, 0, period))
     valid = np.zeros(grid.size, dtype=bool)
     valid[half + 1 : grid.size - half] = True  # a full window, and the point before it has one too
     valid[1:] &= index[:-1] >= 0  # a command held at the point before
@@ -122,10 +120,24 @@ def check_model(run: RunData, parameters: HexapodParameters, settings: Evaluatio
     if selected.size == 0:
         return ModelCheck(reason="no grid point with a full derivative window and a recorded force", window_samples=window, period=period)
 
-    q = np.column_stack([np.interp(grid[selected], run.joint_t, run.q[:, k]) for k in range(6)])
-    fk = batch.forward_kinematics_batch(Kinematics(parameters), q)
-    predicted = batch.inverse_dynamics_batch(parameters, q, fk.phi, qd[selected], qdd[selected - half])
-    recorded = 0.5 * (smoothed[selected - half] + smoothed[selected - half - 1])
+    derivative = savgol_coefficients(window, order, 1, period)
+    # The motion is seen through the Savitzky-Golay window, so the forces are too: the same filter
+    # (deriv 0) keeps the two sides comparable when the forces switch faster than the window (a
+    # chattering loop). The held force F_k acts over [t_k, t_k+1), and the derivative at t_k sits
+    # between F_k-1's and F_k's intervals: average the two neighbours (one filter, a sample longer).
+    smoothing = savgol_coefficients(window, order, 0, period)
+    smoothing = 0.5 * (np.append(smoothing, 0.0) + np.append(0.0, smoothing))
+    held = run.forces[np.maximum(index, 0)]
+
+    def compare(rows: slice) -> tuple[np.ndarray, np.ndarray]:
+        """(recorded, predicted) forces at the selected points ``rows``."""
+        points = selected[rows]
+        q = np.column_stack([np.interp(grid[points], run.joint_t, run.q[:, k]) for k in range(6)])
+        predicted = batch.model_forces(parameters, q, qd[points], _filtered_at(qd, derivative, points))
+        return _filtered_at(held, smoothing, points), predicted
+
+    pieces = parallel.map_forked(compare, batch.pieces(selected.size), workers)
+    recorded, predicted = (np.concatenate([piece[m] for piece in pieces]) for m in range(2))
     ok = np.all(np.isfinite(predicted), axis=1)
     failures = int(np.count_nonzero(~ok))
     if not ok.any():

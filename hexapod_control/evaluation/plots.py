@@ -61,6 +61,11 @@ def run_style(index: int) -> dict:
     return {"color": colour, "linestyle": style}
 
 
+def png_of(stem: Path) -> Path:
+    """The PNG file of the figure :func:`save` writes at ``stem``."""
+    return stem.with_suffix(".png")
+
+
 def save(figure, stem: Path) -> Path:
     """Write ``stem``.png and ``stem``.svg; returns the PNG's path."""
     for extension in FORMATS:
@@ -69,7 +74,7 @@ def save(figure, stem: Path) -> Path:
         # solving it again (constrained layout is most of a figure's drawing time).
         figure.set_layout_engine("none")
     plt.close(figure)
-    return stem.with_suffix(".png")
+    return png_of(stem)
 
 
 def envelope(t: np.ndarray, values: np.ndarray, buckets: int = PLOT_BUCKETS) -> tuple[np.ndarray, np.ndarray]:

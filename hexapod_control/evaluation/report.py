@@ -15,13 +15,14 @@ Layout (tables and figures numbered from 1):
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from hexapod_control.evaluation import plots, timing
+from hexapod_control.evaluation import parallel, plots, timing
 from hexapod_control.evaluation.bag import DIAGNOSTIC_LEVELS, RunData
 from hexapod_control.evaluation.document import Document, Figure, Table, shown, write_table_files
 from hexapod_control.evaluation.metrics import ErrorStats, RunMetrics
@@ -87,33 +88,51 @@ def actuator_table(pairs) -> Table:
     )
 
 
-def _figures(document: Document, pairs, folder: Path, settings: EvaluationSettings) -> None:
+class Drawings:
+    """Figures added to a document now and drawn later, together (on several processes)."""
+
+    def __init__(self, document: Document, folder: Path, make_plots: bool):
+        self.document, self.folder, self.make_plots = document, folder, make_plots
+        self.pending: list[Callable[[], Path]] = []
+
+    def add(self, caption: str, name: str, plot: Callable[..., Path], *arguments, **options) -> None:
+        """Figure number n as ``figure_<n>_<name>``: ``plot(*arguments, stem=..., **options)`` draws it."""
+        if not self.make_plots:
+            return
+        stem = self.folder / f"figure_{self.document.figures + 1}_{name}"
+        self.document.add(Figure(caption, plots.png_of(stem)))
+        self.pending.append(functools.partial(plot, *arguments, stem=stem, **options))
+
+    def draw(self, workers: int) -> None:
+        parallel.map_forked(lambda plot: plot(), self.pending, workers)
+        self.pending = []
+
+
+def _figures(drawings: Drawings, pairs, settings: EvaluationSettings) -> None:
     tracked = [(run.label, m.tracking) for run, m in pairs if m.tracking is not None]
     steady = settings.steady_state_start
     if tracked:
         names = ", ".join(label for label, _ in tracked)
-        document.add(Figure(
+        drawings.add(
             f"Platform position x, y, z per axis: reference and measured (left), error (right) of {names}; "
             f"dotted vertical line: start of the steady state (t = {steady:g} s).",
-            plots.plot_axes(tracked, False, folder / f"figure_{document.figures + 1}_position", steady)))
-        document.add(Figure(
+            "position", plots.plot_axes, tracked, False, steady_state_start=steady)
+        drawings.add(
             f"Platform orientation lambda, mu, nu (ZYX Euler angles) per axis: reference and measured (left), error (right) of {names}.",
-            plots.plot_axes(tracked, True, folder / f"figure_{document.figures + 1}_orientation", steady)))
-        document.add(Figure(
-            f"Norms of the position error |e_p| and of the orientation error |e_o| of {names}.",
-            plots.plot_error_norms(tracked, folder / f"figure_{document.figures + 1}_error_norms", steady)))
+            "orientation", plots.plot_axes, tracked, True, steady_state_start=steady)
+        drawings.add(f"Norms of the position error |e_p| and of the orientation error |e_o| of {names}.",
+                     "error_norms", plots.plot_error_norms, tracked, steady_state_start=steady)
     forced = [(run.label, run.effort_t, run.forces) for run, m in pairs if m.forces is not None]
     if forced:
         limit = next(m.forces.limit for _, m in pairs if m.forces is not None)
-        document.add(Figure(
+        drawings.add(
             f"Commanded actuator forces F1..F6 of {', '.join(label for label, _, _ in forced)} (each command held until the next).",
-            plots.plot_actuators(forced, "force", limit, "N", "F", folder / f"figure_{document.figures + 1}_forces")))
+            "forces", plots.plot_actuators, forced, "force", limit, "N", "F")
     moving = [(run.label, run.joint_t, run.qd) for run, m in pairs if m.speed_peak is not None]
     if moving:
         limit = next(m.speed_limit for _, m in pairs if m.speed_peak is not None)
-        document.add(Figure(
-            f"Measured actuator speeds dq1/dt..dq6/dt of {', '.join(label for label, _, _ in moving)}.",
-            plots.plot_actuators(moving, "speed", limit, "m/s", r"\dot q", folder / f"figure_{document.figures + 1}_speeds")))
+        drawings.add(f"Measured actuator speeds dq1/dt..dq6/dt of {', '.join(label for label, _, _ in moving)}.",
+                     "speeds", plots.plot_actuators, moving, "speed", limit, "m/s", r"\dot q")
 
 
 def _run_info(run: RunData) -> list[str]:
@@ -141,7 +160,8 @@ def _resampling(run: RunData, m: RunMetrics) -> list[str]:
     return lines
 
 
-def _run_section(document: Document, run: RunData, m: RunMetrics, folder: Path, make_plots: bool) -> None:
+def _run_section(drawings: Drawings, run: RunData, m: RunMetrics) -> None:
+    document = drawings.document
     document.heading(2, f"Run {run.label}")
     document.bullets(
         [f"bag: `{run.path}` ({run.storage})"]
@@ -175,11 +195,12 @@ def _run_section(document: Document, run: RunData, m: RunMetrics, folder: Path, 
         facts.append(f"recorded platform pose vs forward kinematics of the joint states ({count} common stamps): "
                      f"max {_f(position * MM)} mm, {_f(angle * DEG)} deg")
     document.bullets(facts)
-    _model_check(document, run, m, folder, make_plots)
+    _model_check(drawings, run, m)
     _diagnostics(document, run)
 
 
-def _model_check(document: Document, run: RunData, m: RunMetrics, folder: Path, make_plots: bool) -> None:
+def _model_check(drawings: Drawings, run: RunData, m: RunMetrics) -> None:
+    document = drawings.document
     document.heading(3, "Model check")
     check = m.model_check
     if check is None:
@@ -197,13 +218,10 @@ def _model_check(document: Document, run: RunData, m: RunMetrics, folder: Path, 
     document.add(Table(f"Model check of {run.label}: residual = recorded - predicted force per actuator.",
                        ["actuator", "RMS residual [N]", "RMS recorded, filtered [N]"],
                        [[k, float(check.rms_residual[k - 1]), float(check.rms_recorded[k - 1])] for k in ACTUATORS]))
-    if make_plots:
-        stem = folder / f"figure_{document.figures + 1}_model_check_{slug(run.label)}"
-        document.add(Figure(
-            f"Model check of {run.label}: recorded (filtered) and predicted actuator forces, and their residual below.",
-            plots.plot_pairs_with_difference(check.t, check.recorded, check.predicted,
-                                             ("recorded (filtered)", "inverse-dynamics model"), check.rms_residual,
-                                             f"Model check: {run.label}", stem, "recorded - predicted")))
+    drawings.add(f"Model check of {run.label}: recorded (filtered) and predicted actuator forces, and their residual below.",
+                 f"model_check_{slug(run.label)}", plots.plot_pairs_with_difference, check.t, check.recorded,
+                 check.predicted, ("recorded (filtered)", "inverse-dynamics model"), check.rms_residual,
+                 f"Model check: {run.label}", difference_label="recorded - predicted")
 
 
 def _diagnostics(document: Document, run: RunData) -> None:
@@ -221,11 +239,12 @@ def _diagnostics(document: Document, run: RunData) -> None:
 
 def write_report(pairs: Sequence[tuple[RunData, RunMetrics]], folder: Path, settings: EvaluationSettings,
                  failed: Sequence[tuple[str, str]] = (), title: str = "Hexapod run evaluation",
-                 make_plots: bool = True, preamble: Sequence = ()) -> Path:
+                 make_plots: bool = True, preamble: Sequence = (), workers: int = 1) -> Path:
     """report.md, report.html, the table files and the figures in ``folder``; returns report.md.
 
     ``failed`` lists (bag, reason) of bags that could not be evaluated; ``preamble`` holds
-    paragraphs (strings) and tables put before the summary.
+    paragraphs (strings) and tables put before the summary. The figures are drawn on up to
+    ``workers`` processes.
     """
     folder.mkdir(parents=True, exist_ok=True)
     document = Document(title)
@@ -241,10 +260,11 @@ def write_report(pairs: Sequence[tuple[RunData, RunMetrics]], folder: Path, sett
     for table, name in ((tracking_table(pairs), "tracking"), (actuator_table(pairs), "actuators")):
         document.add(table)
         write_table_files(table, folder / f"table_{table.number}_{name}")
-    if make_plots:
-        _figures(document, pairs, folder, settings)
+    drawings = Drawings(document, folder, make_plots)
+    _figures(drawings, pairs, settings)
     for run, metrics in pairs:
-        _run_section(document, run, metrics, folder, make_plots)
+        _run_section(drawings, run, metrics)
+    drawings.draw(workers)
     markdown, _ = document.write(folder)
     return markdown
 
