@@ -43,9 +43,15 @@ def leg_lengths(q: np.ndarray, pose: np.ndarray) -> np.ndarray:
     return np.array(lengths)
 
 
-def test_batch_forward_kinematics_matches_the_one_sample_model():
+# The batch forward kinematics in C (the loop's warm start, row after row) and in NumPy (anchors and
+# Newton on every row at once).
+BACKENDS = ("c", "python")
+
+
+@pytest.mark.parametrize("choice", BACKENDS)
+def test_batch_forward_kinematics_matches_the_one_sample_model(choice):
     q = joint_motion(8.0)[::4]  # 2000 samples 4 ms apart, through the ramp and full amplitude
-    solved = batch.forward_kinematics_batch(MODEL.kinematics, q)
+    solved = batch.forward_kinematics_batch(MODEL.kinematics, q, choice)
     assert solved.failures == [] and solved.one_by_one < q.shape[0] / 50
     state = MODEL.create_state()
     expected = np.array([MODEL.forward_kinematics(row, state).pose for row in q])
@@ -55,14 +61,26 @@ def test_batch_forward_kinematics_matches_the_one_sample_model():
                                rtol=0, atol=CLOSURE_TOLERANCE)
 
 
-def test_batch_forward_kinematics_lists_failures_and_keeps_the_rest():
+@pytest.mark.parametrize("choice", BACKENDS)
+def test_batch_forward_kinematics_lists_failures_and_keeps_the_rest(choice):
     q = joint_motion(1.0)[::10].copy()
     q[20, 0] = np.nan
     q[40, :2] = 0.9  # the legs of side 1 cannot span 1.8 m: no assembly
-    solved = batch.forward_kinematics_batch(MODEL.kinematics, q)
+    solved = batch.forward_kinematics_batch(MODEL.kinematics, q, choice)
     assert [k for k, _ in solved.failures] == [20, 40]
     assert "AssemblyError" in solved.failures[1][1]
     assert np.isnan(solved.pose[[20, 40]]).all() and np.isfinite(np.delete(solved.pose, [20, 40], axis=0)).all()
+
+
+def test_compiled_rows_from_mid_motion_match_the_one_sample_model():
+    """A series that starts mid-motion (a piece of a long run), solved in C from the home state."""
+    q = joint_motion(8.0)[5000:7000]
+    assert np.max(np.abs(q[0] - PARAMETERS.home_actuator_position)) > 0.05
+    solved = batch.forward_kinematics_batch(MODEL.kinematics, q, "c")
+    assert solved.failures == [] and solved.one_by_one == 0
+    state = MODEL.create_state()
+    expected = np.array([MODEL.forward_kinematics(row, state).pose for row in q])
+    np.testing.assert_allclose(solved.pose, expected, rtol=0, atol=POSE_TOLERANCE)
 
 
 def test_batch_inverse_dynamics_matches_the_one_sample_model():

@@ -11,6 +11,9 @@
 * :meth:`CompiledPrediction.predict`: the d semi-implicit Euler steps of ``_predict`` under the
   forces in flight the caller gives.
 
+:class:`RowKinematics` runs the measured forward kinematics along the rows of a recording
+(``hexapod_measure_rows``) for evaluation/batch.py.
+
 Each is a pure function of its arguments: no state is kept between calls, so the C and the NumPy
 paths can alternate call by call. A call the C code does not finish (where the NumPy code raises,
 or needs the continuation of the forward kinematics) returns None, and the caller runs its NumPy
@@ -61,6 +64,7 @@ class PredictionLibrary:
             self.outputs = compiled_cycle.read_layout(library, "hexapod_prediction_outputs", path)
             self.measurement = compiled_cycle.read_layout(library, "hexapod_measurement_outputs", path)
             self.measure = library["hexapod_measure"]
+            self.measure_rows = library["hexapod_measure_rows"]
             self.applied_force = library["hexapod_applied_force"]
             self.predict = library["hexapod_predict"]
         except (ValueError, AttributeError) as error:  # a symbol is missing
@@ -69,6 +73,9 @@ class PredictionLibrary:
         pointer = ctypes.c_void_p
         # q, state, settings, out
         self.measure.argtypes = [pointer] * 4
+        # q, count, state, settings, out, status
+        self.measure_rows.argtypes = [pointer, ctypes.c_int] + [pointer] * 4
+        self.measure_rows.restype = ctypes.c_int
         # q0, qd0, phi0, qd, dt, drives, settings, parameters, out
         self.applied_force.argtypes = [pointer] * 4 + [ctypes.c_double] + [pointer] * 4
         # q, qd, phi, forces, steps, period, drives, settings, parameters, out
@@ -107,6 +114,42 @@ def attach(model, steps: int, choice: str | None = None) -> CompiledPrediction |
         return None
     library = prediction_library(choice)
     return None if library is None else CompiledPrediction(library, model, steps)
+
+
+def row_kinematics(kinematics, choice: str | None = None) -> RowKinematics | None:
+    """The compiled forward kinematics along rows for ``kinematics``, or None for the NumPy code
+    (``choice`` or ``$HEXAPOD_CONTROL_CYCLE`` python, or no library)."""
+    library = prediction_library(choice)
+    return None if library is None else RowKinematics(library, kinematics)
+
+
+class RowKinematics:
+    """``hexapod_measure_rows`` for one Kinematics: rows of q solved in C in turn, each warm-started from
+    the rows before it as ``Kinematics.solve_passive`` warm-starts from a KinematicState."""
+
+    def __init__(self, library: PredictionLibrary, kinematics):
+        cycle = library.cycle
+        self.library = library
+        self.width = cycle.size(library.measurement)
+        self.phi, self.pose = library.measurement["phi"], library.measurement["pose"]
+        self._settings = np.full(cycle.size(cycle.settings), math.nan)
+        for name, value in compiled_cycle.kinematic_settings(kinematics).items():
+            self._settings[cycle.settings[name]] = value
+        self._state = np.zeros(cycle.size(cycle.state))
+        self._warm_start = [cycle.state[name] for name in WARM_START]
+        self._status = ctypes.c_int(_STATUS_OK)
+
+    def solve(self, q: np.ndarray, out: np.ndarray, state) -> tuple[int, str]:
+        """Solve the rows of ``q`` (n, 6), C-ordered, into ``out`` (n, width) from the KinematicState
+        ``state``, which follows the rows solved; (rows solved, the status of the row it stopped at)."""
+        for entry, name in zip(self._warm_start, WARM_START):
+            self._state[entry] = getattr(state, name)
+        solved = self.library.measure_rows(q.ctypes.data, len(q), self._state.ctypes.data, self._settings.ctypes.data,
+                                           out.ctypes.data, ctypes.byref(self._status))
+        if solved:
+            for entry, name in zip(self._warm_start, WARM_START):
+                setattr(state, name, tuple(self._state[entry].tolist()))
+        return solved, self.library.cycle.statuses[self._status.value]
 
 
 def packed_constants(library: PredictionLibrary, model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

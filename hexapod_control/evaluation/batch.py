@@ -1,13 +1,18 @@
 """The model on whole arrays: rotations, forward kinematics and inverse dynamics of a recording at once.
 
 The 1 kHz loop calls the model one sample at a time in plain floats; an hour of joint states is
-3.6 million samples, far too many for that. Here the same formulas run on numpy arrays:
+3.6 million samples, far too many for that. Here the same formulas run on whole arrays:
 
 * rotations: model.rotation_rows (the ZYX Euler conversions of ``model.rotations``, row by row);
-* forward kinematics: Newton on the closure equations of ``model.kinematics`` for every sample
-  together. The physical assembly mode is tracked as the loop tracks it: every ``ANCHOR_SPACING``-th
-  sample is solved one by one, warm-started along the motion (``Kinematics.solve_passive``), and
-  the samples between start from the passive angles interpolated between those anchors. A sample
+* forward kinematics, in C where the control cycle's library is: the loop's own forward kinematics
+  (``hexapod_measure_rows``) row after row, each warm-started from the rows before it; a row it
+  does not finish (the continuation, a failure) is solved one by one (``Kinematics.solve_passive``)
+  and the C code goes on from there;
+* forward kinematics in NumPy otherwise (``HEXAPOD_CONTROL_CYCLE=python``): Newton on the closure
+  equations of ``model.kinematics`` for every sample together. The physical assembly mode is
+  tracked as the loop tracks it: every ``ANCHOR_SPACING``-th sample is solved one by one,
+  warm-started along the motion (``Kinematics.solve_passive``), and the samples between start
+  from the passive angles interpolated between those anchors. A sample
   whose batch Newton fails, strays farther than ``MAX_BRANCH_JUMP`` from its start or leaves the
   physical mode is solved one by one from its converged neighbour; a sample that fails there too
   is a failure with the scalar error's message;
@@ -34,6 +39,7 @@ from importlib import resources
 
 import numpy as np
 
+from hexapod_control.control import compiled_prediction
 from hexapod_control.errors import AssemblyError, AssemblyModeJumpError, ConvergenceError, InvalidInputError
 from hexapod_control.evaluation import parallel
 from hexapod_control.model.dynamics import pack_parameters
@@ -173,14 +179,18 @@ def _one_by_one(kinematics: Kinematics, q_row, state) -> tuple[np.ndarray | None
         return None, f"{type(error).__name__}: {' '.join(str(error).split())}"
 
 
-def forward_kinematics_batch(kinematics: Kinematics, q: np.ndarray) -> BatchForwardKinematics:
+def forward_kinematics_batch(kinematics: Kinematics, q: np.ndarray, choice: str | None = None) -> BatchForwardKinematics:
     """Pose and passive angles of every row of ``q`` (N, 6), in the physical assembly mode tracked
-    along the rows (module doc); failures are listed, not raised."""
+    along the rows (module doc); failures are listed, not raised. In C where the control cycle's
+    library is (``choice`` or ``$HEXAPOD_CONTROL_CYCLE``: auto, python or c), else in NumPy."""
     q = np.asarray(q, dtype=float)
     count = len(q)
     result = BatchForwardKinematics(np.full((count, 6), np.nan), np.full((count, 3), np.nan))
     if count == 0:
         return result
+    rows = compiled_prediction.row_kinematics(kinematics, choice)
+    if rows is not None:
+        return _forward_kinematics_compiled(rows, kinematics, np.ascontiguousarray(q), result)
     anchors = np.unique(np.append(np.arange(0, count, ANCHOR_SPACING), count - 1))
     anchor_phi = np.full((anchors.size, 3), np.nan)
     state = kinematics.create_state()
@@ -228,6 +238,35 @@ def forward_kinematics_pieces(kinematics: Kinematics, q: np.ndarray, workers: in
     )
 
 
+def _forward_kinematics_compiled(rows: compiled_prediction.RowKinematics, kinematics: Kinematics, q: np.ndarray,
+                                 result: BatchForwardKinematics) -> BatchForwardKinematics:
+    """The rows solved in C in turn, warm-started along the motion as the loop's forward kinematics
+    is; a row the C code does not finish (the continuation, a failure) is solved one by one here,
+    and the C code goes on from the state that leaves."""
+    solved = np.full((len(q), rows.width), np.nan)
+    state = kinematics.create_state()
+    k = 0
+    while True:
+        k += rows.solve(q[k:], solved[k:], state)[0]
+        if k == len(q):
+            break
+        phi, failure = _one_by_one(kinematics, q[k], state)
+        result.one_by_one += 1
+        if phi is None:
+            result.failures.append((k, failure))
+        else:
+            solved[k, rows.phi], solved[k, rows.pose] = phi, _pose_of(kinematics, q[k], phi)
+        k += 1
+    result.phi, result.pose = np.ascontiguousarray(solved[:, rows.phi]), np.ascontiguousarray(solved[:, rows.pose])
+    return result
+
+
+def _pose_of(kinematics: Kinematics, q_row: np.ndarray, phi: np.ndarray) -> np.ndarray:
+    """xi (6,) of one row from its passive angles."""
+    _, _, _, (px, py, pz) = _closure(kinematics, q_row[:, None], phi[:, None])
+    return _platform_pose(kinematics, np.stack((px.T, py.T, pz.T), axis=2))[0]
+
+
 def _solve_the_rest(kinematics: Kinematics, q: np.ndarray, result: BatchForwardKinematics) -> None:
     """Rows the batch left unsolved, one by one from the nearest solved row before them."""
     unsolved = np.flatnonzero(~np.all(np.isfinite(result.phi), axis=1))
@@ -243,9 +282,7 @@ def _solve_the_rest(kinematics: Kinematics, q: np.ndarray, result: BatchForwardK
         if phi is None:
             result.failures.append((int(k), failure))
             continue
-        result.phi[k] = phi
-        _, _, _, (px, py, pz) = _closure(kinematics, q[k][:, None], phi[:, None])
-        result.pose[k] = _platform_pose(kinematics, np.stack((px.T, py.T, pz.T), axis=2))[0]
+        result.phi[k], result.pose[k] = phi, _pose_of(kinematics, q[k], phi)
 
 
 # ------------------------------------------------------------------------------------------ dynamics

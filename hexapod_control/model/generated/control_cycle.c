@@ -710,6 +710,8 @@ const char hexapod_measurement_outputs[] = "phi[3] pose[6]";
  * is read), `drives` the layout hexapod_prediction_drives.
  *
  *   int hexapod_measure(const double q[6], double state[...], const double settings[...], double out[9])
+ *   int hexapod_measure_rows(const double q[count * 6], int count, double state[...], const double settings[...],
+ *                            double out[count * 9], int *status)
  *   int hexapod_applied_force(const double q0[6], const double qd0[6], const double phi0[3], const double qd[6],
  *                             double dt, const double drives[25], const double settings[...],
  *                             const double parameters[...], double out[6])
@@ -769,6 +771,22 @@ int hexapod_measure(const double *q, double *state, const double *settings, doub
         cycle_advance(q, out + MEASURED_PHI, state);
     }
     return status;
+}
+
+/* hexapod_measure on `count` rows of q in turn (a recording: evaluation/batch.py), each warm-started
+ * from the rows before it; out row k = phi (3), pose (6). Returns the rows it finished: it stops at
+ * the first that is not ok and puts that row's status in *status (the caller solves that row its
+ * own way, the continuation included, and goes on from the next). */
+int hexapod_measure_rows(const double *q, int count, double *state, const double *settings, double *out, int *status)
+{
+    *status = STATUS_OK;
+    for (int k = 0; k < count; ++k) {
+        *status = hexapod_measure(q + 6 * k, state, settings, out + MEASURED_SIZE * k);
+        if (*status != STATUS_OK) {
+            return k;
+        }
+    }
+    return count;
 }
 
 /* DelayCompensatedController._estimate's applied force over the period dt from (q0, qd0, phi0) to qd:
