@@ -4,6 +4,7 @@ on two workers gives what one worker gives, with pieces small enough that a shor
 
 from __future__ import annotations
 
+import errno
 import os
 
 import numpy as np
@@ -38,6 +39,16 @@ def test_pieces_come_back_in_order_from_other_processes():
         result["values"][:] = -1.0  # an array that came back is this process's own to change
     here = parallel.map_forked(piece, range(3), workers=2, here=1)
     assert here[0]["pid"] == os.getpid() and os.getpid() not in {r["pid"] for r in here[1:]}
+
+
+def test_results_come_through_the_pipe_when_shared_memory_is_full(monkeypatch):
+    def full(path, buffers):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(parallel, "_write_buffers", full)  # the children inherit it
+    results = parallel.map_forked(lambda k: np.full(1000, float(k)), range(4), workers=2)
+    for k, values in enumerate(results):
+        np.testing.assert_array_equal(values, np.full(1000, float(k)))
 
 
 def test_one_worker_runs_the_pieces_here_in_turn():

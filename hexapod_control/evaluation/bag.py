@@ -156,7 +156,8 @@ class _RunDecoder:
 
 @dataclass
 class _TopicRead:
-    """What reading a bag for one evaluated topic gave: every topic's counts, notes, its series, skips."""
+    """What reading a bag for a group of evaluated topics gave: every topic's counts, notes, the
+    group's series and skips."""
 
     path: Path
     storage: str

@@ -10,8 +10,8 @@ recorded forces (held between commands, as the drive holds them) go through the 
 are aligned with the derivative by half a period (see ``check_model``), so a force switching
 faster than the window (a chattering loop) is compared in the same band as the motion it caused.
 The filter is the least-squares fit's coefficient row (``savgol_coefficients``) correlated with
-the samples, at the evaluated points only; only points with a full window on both sides (and one more before it, for the
-half-period alignment) are evaluated, so no edge rule is needed.
+the samples, at the evaluated points only; only points with a full window on both sides (and one
+more before it, for the half-period alignment) are evaluated, so no edge rule is needed.
 
 On the embedded simulator, whose plant is this model, the residual measures the differentiation
 only; against MuJoCo or the real robot it measures the model error (friction, inertias, ...).
@@ -68,7 +68,8 @@ def savgol_coefficients(window: int, order: int, derivative: int, delta: float) 
 
 
 def _filtered_at(values: np.ndarray, weights: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    """(len(centres), columns): sum_j w_j values[c - len(w) // 2 + j] at each centre c (every window inside values)."""
+    """(len(centres), columns): sum_j w_j values[c - len(w) // 2 + j] at each centre c (each window
+    inside ``values``)."""
     half = weights.size // 2
     out = np.zeros((centres.size, values.shape[1]))
     for j, weight in enumerate(weights):
