@@ -114,3 +114,14 @@ def test_the_shared_options_are_declared_once():
     # evaluation/cli.py keeps its own declarations until its rewrite lands.
     allowed = {"hexapod_control/options.py", "hexapod_control/evaluation/cli.py"}
     assert all(paths <= allowed for paths in declared.values()), declared
+
+
+@pytest.mark.parametrize("verb", sorted(command.VERBS))
+def test_every_verb_answers_help(verb, capsys):
+    """--help of every verb builds its parser: options that two layers both declare fail here."""
+    try:
+        code = command.main([verb, "--help"])
+    except SystemExit as stop:
+        code = stop.code
+    assert code == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.strip()

@@ -50,7 +50,9 @@ def _shipped_settings() -> tuple[str, str, str, str]:
         return "config/hexapod.yaml", "?", "?", "?"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(workers_option: bool = True) -> argparse.ArgumentParser:
+    """The command's options; without ``workers_option`` for a command that spreads whole bags over
+    its own workers (``hexapod evaluate-many``)."""
     keys = ", ".join(EVALUATED_TOPICS)
     shipped, steady, matching, stride = _shipped_settings()
     parser = argparse.ArgumentParser(
@@ -89,9 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"inverse dynamics at every N-th grid point (default: recording.evaluation.model_check_stride = {stride})")
     parser.add_argument("--no-model-check", action="store_true", help="skip the inverse-dynamics model check")
     parser.add_argument("--no-plots", action="store_true", help="report and tables without figures")
-    parser.add_argument("--workers", type=int, metavar="N", default=available_cores(),
-                        help="processes that decode a bag, compute its model and draw the figures; the report is the "
-                        "same for any N (default: the CPUs this process may use, %(default)s here)")
+    if workers_option:
+        parser.add_argument("--workers", type=int, metavar="N", default=available_cores(),
+                            help="processes that decode a bag, compute its model and draw the figures; the report is "
+                            "the same for any N (default: the CPUs this process may use, %(default)s here)")
     return parser
 
 

@@ -83,7 +83,7 @@ def comparison_report(results: list[BagResult], output: Path, wall: float, cpus:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = cli.build_parser()
+    parser = cli.build_parser(workers_option=False)  # here --workers are Ray's, one bag each
     parser.prog = PROG
     parser.description = __doc__.splitlines()[0]
     add_engine_arguments(parser)
