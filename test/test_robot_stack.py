@@ -92,6 +92,11 @@ class Driver:
         self.plant, self.commands, self.poses, self.references, self.twists = plant, [], [], [], []
         self.offset = 0.0  # [s] stamps = plant time + this (states streamed before the plant runs)
         self.sim_time = sim_time  # False: the stack runs on the wall clock, and no /clock is sent
+        # On the wall clock: a state goes out once it is this old [s], as a robot's come one period
+        # apart (None: as fast as the stack answers). A lockstep run faster than real time sends the
+        # decimated outputs in bursts longer than their publishers' history (RELIABLE_QOS depth),
+        # and DDS drops the oldest of a burst before this node takes them.
+        self.age = None
         self.states = {}  # stamp -> (q, qd) published
         self.stack, self.executor = stack, executor
         self.clock = node.create_publisher(Clock, TOPICS["clock"], RELIABLE_QOS)
@@ -111,6 +116,8 @@ class Driver:
 
     def publish(self, stamp=None):
         stamp = self.plant.time + self.offset if stamp is None else stamp
+        if self.age is not None:
+            spin_until(self.executor, lambda: time.time() >= stamp + self.age, DELIVERY_TIMEOUT_S, "the state's time")
         if self.sim_time:
             clock = Clock()
             set_time(clock.clock, stamp)
@@ -228,6 +235,7 @@ def test_the_rcl_loop_in_c_answers_every_state_while_tracking(context, executor,
     node, driver, plant, parameters = native_stack(context, executor, own_loops, tmp_path, GetParameters,
                                                    "get_parameters", arm_on_start=True, autostart=True)
     driver.offset = time.time() - NATIVE_STEPS * plant.dt
+    driver.age = NATIVE_STEPS * plant.dt
     request, asked_at, answered_at = None, None, None
     for k in range(NATIVE_STEPS):
         driver.step(executor)

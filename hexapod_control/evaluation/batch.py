@@ -12,10 +12,10 @@ The 1 kHz loop calls the model one sample at a time in plain floats; an hour of 
   equations of ``model.kinematics`` for every sample together. The physical assembly mode is
   tracked as the loop tracks it: every ``ANCHOR_SPACING``-th sample is solved one by one,
   warm-started along the motion (``Kinematics.solve_passive``), and the samples between start
-  from the passive angles interpolated between those anchors. A sample
-  whose batch Newton fails, strays farther than ``MAX_BRANCH_JUMP`` from its start or leaves the
-  physical mode is solved one by one from its converged neighbour; a sample that fails there too
-  is a failure with the scalar error's message;
+  from the passive angles interpolated between those anchors. A sample whose batch Newton fails,
+  strays farther than ``MAX_BRANCH_JUMP`` from its start or leaves the physical mode is solved one
+  by one from its converged neighbour; a sample that fails there too is a failure with the scalar
+  error's message;
 * inverse dynamics: the generated code of ``model.generated.dynamics_terms`` (the Python twin of
   the compiled C) evaluated with numpy's sqrt, sin and cos in place of ``math``'s, on blocks of
   ``DYNAMICS_BLOCK`` samples (the generated function keeps its ~1500 intermediate values alive

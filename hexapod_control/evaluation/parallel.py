@@ -1,7 +1,7 @@
 """One evaluation on several cores: independent pieces of work in forked processes, results in order.
 
-An hour of bag is decoded in shares of its MCAP chunks, its forward kinematics and model check in
-pieces of rows, and its figures one per process (``evaluation.bag``, ``metrics``, ``model_check``,
+A bag's topics are decoded in two groups at once, its forward kinematics and model check in pieces
+of rows, and its figures one per process (``evaluation.bag``, ``batch``, ``model_check``,
 ``report``). The pieces are fixed by the data, not by the number of workers, so a report is the same
 on one core and on many.
 
