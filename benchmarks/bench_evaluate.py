@@ -14,8 +14,8 @@ package's ``BagWriter``.
 
 Each bag is then evaluated by ``python -m hexapod_control.evaluation --workers N`` in a fresh process
 (imports included, as a user runs it), ``--repeat`` times per number of workers, alternating; the
-table gives each run's wall time, the seconds per recorded minute and the peak resident memory of
-the process and its children, and the load average before the runs.
+table gives each run's wall time, the seconds per recorded minute, the peak resident memory of the
+largest of the process and its children, and the load average before the run.
 """
 
 from __future__ import annotations
