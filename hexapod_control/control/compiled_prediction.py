@@ -132,16 +132,14 @@ class RowKinematics:
         self.library = library
         self.width = cycle.size(library.measurement)
         self.phi, self.pose = library.measurement["phi"], library.measurement["pose"]
-        self._settings = np.full(cycle.size(cycle.settings), math.nan)
-        for name, value in compiled_cycle.kinematic_settings(kinematics).items():
-            self._settings[cycle.settings[name]] = value
+        self._settings = kinematic_settings(cycle, kinematics)
         self._state = np.zeros(cycle.size(cycle.state))
         self._warm_start = [cycle.state[name] for name in WARM_START]
-        self._status = ctypes.c_int(_STATUS_OK)
+        self._status = ctypes.c_int(_STATUS_OK)  # of the row it stopped at: the caller solves that row anyway
 
-    def solve(self, q: np.ndarray, out: np.ndarray, state) -> tuple[int, str]:
+    def solve(self, q: np.ndarray, out: np.ndarray, state) -> int:
         """Solve the rows of ``q`` (n, 6), C-ordered, into ``out`` (n, width) from the KinematicState
-        ``state``, which follows the rows solved; (rows solved, the status of the row it stopped at)."""
+        ``state``, which follows the rows solved; the rows solved before the first it did not finish."""
         for entry, name in zip(self._warm_start, WARM_START):
             self._state[entry] = getattr(state, name)
         solved = self.library.measure_rows(q.ctypes.data, len(q), self._state.ctypes.data, self._settings.ctypes.data,
@@ -149,16 +147,23 @@ class RowKinematics:
         if solved:
             for entry, name in zip(self._warm_start, WARM_START):
                 setattr(state, name, tuple(self._state[entry].tolist()))
-        return solved, self.library.cycle.statuses[self._status.value]
+        return solved
+
+
+def kinematic_settings(cycle: compiled_cycle.CycleLibrary, kinematics) -> np.ndarray:
+    """The cycle's settings vector with the forward kinematics' entries of ``kinematics``; the others
+    NaN, unused by the functions here."""
+    settings = np.full(cycle.size(cycle.settings), math.nan)
+    for name, value in compiled_cycle.kinematic_settings(kinematics).items():
+        settings[cycle.settings[name]] = value
+    return settings
 
 
 def packed_constants(library: PredictionLibrary, model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The arrays of ``model`` the C functions read: the cycle's settings (its kinematic entries; the
-    others NaN, unused), the drives (the symmetric law) and the model parameters."""
+    """The arrays of ``model`` the C functions read: the cycle's settings (:func:`kinematic_settings`),
+    the drives (the symmetric law) and the model parameters."""
     cycle = library.cycle
-    settings = np.full(cycle.size(cycle.settings), math.nan)
-    for name, value in compiled_cycle.kinematic_settings(model.kinematics).items():
-        settings[cycle.settings[name]] = value
+    settings = kinematic_settings(cycle, model.kinematics)
     drives = model.dynamics.actuators
     packed_drives = np.zeros(cycle.size(library.drives))
     for name, values in (

@@ -247,7 +247,7 @@ def _forward_kinematics_compiled(rows: compiled_prediction.RowKinematics, kinema
     state = kinematics.create_state()
     k = 0
     while True:
-        k += rows.solve(q[k:], solved[k:], state)[0]
+        k += rows.solve(q[k:], solved[k:], state)
         if k == len(q):
             break
         phi, failure = _one_by_one(kinematics, q[k], state)
