@@ -185,12 +185,12 @@ def forward_kinematics_batch(kinematics: Kinematics, q: np.ndarray, choice: str 
     library is (``choice`` or ``$HEXAPOD_CONTROL_CYCLE``: auto, python or c), else in NumPy."""
     q = np.asarray(q, dtype=float)
     count = len(q)
+    rows = compiled_prediction.row_kinematics(kinematics, choice) if count else None
+    if rows is not None:
+        return _forward_kinematics_compiled(rows, kinematics, np.ascontiguousarray(q))
     result = BatchForwardKinematics(np.full((count, 6), np.nan), np.full((count, 3), np.nan))
     if count == 0:
         return result
-    rows = compiled_prediction.row_kinematics(kinematics, choice)
-    if rows is not None:
-        return _forward_kinematics_compiled(rows, kinematics, np.ascontiguousarray(q), result)
     anchors = np.unique(np.append(np.arange(0, count, ANCHOR_SPACING), count - 1))
     anchor_phi = np.full((anchors.size, 3), np.nan)
     state = kinematics.create_state()
@@ -238,12 +238,13 @@ def forward_kinematics_pieces(kinematics: Kinematics, q: np.ndarray, workers: in
     )
 
 
-def _forward_kinematics_compiled(rows: compiled_prediction.RowKinematics, kinematics: Kinematics, q: np.ndarray,
-                                 result: BatchForwardKinematics) -> BatchForwardKinematics:
+def _forward_kinematics_compiled(rows: compiled_prediction.RowKinematics, kinematics: Kinematics,
+                                 q: np.ndarray) -> BatchForwardKinematics:
     """The rows solved in C in turn, warm-started along the motion as the loop's forward kinematics
     is; a row the C code does not finish (the continuation, a failure) is solved one by one here,
     and the C code goes on from the state that leaves."""
     solved = np.full((len(q), rows.width), np.nan)
+    failures, one_by_one = [], 0
     state = kinematics.create_state()
     k = 0
     while True:
@@ -251,14 +252,14 @@ def _forward_kinematics_compiled(rows: compiled_prediction.RowKinematics, kinema
         if k == len(q):
             break
         phi, failure = _one_by_one(kinematics, q[k], state)
-        result.one_by_one += 1
+        one_by_one += 1
         if phi is None:
-            result.failures.append((k, failure))
+            failures.append((k, failure))
         else:
             solved[k, rows.phi], solved[k, rows.pose] = phi, _pose_of(kinematics, q[k], phi)
         k += 1
-    result.phi, result.pose = np.ascontiguousarray(solved[:, rows.phi]), np.ascontiguousarray(solved[:, rows.pose])
-    return result
+    return BatchForwardKinematics(np.ascontiguousarray(solved[:, rows.pose]), np.ascontiguousarray(solved[:, rows.phi]),
+                                  failures, one_by_one)
 
 
 def _pose_of(kinematics: Kinematics, q_row: np.ndarray, phi: np.ndarray) -> np.ndarray:

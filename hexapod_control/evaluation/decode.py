@@ -388,7 +388,7 @@ class TopicDecoder:
     def series(self) -> TopicSeries:
         """Every decoded message in file order; the blocks' arrays are released column by column as
         they are joined (an hour holds ~1 GB of them)."""
-        series = TopicSeries(self.key, self.topic, self.messages, self.decoded, self.bag_joint_names)
+        series = TopicSeries(self.topic, self.messages, self.decoded, self.bag_joint_names)
         if not self.logs:
             series.values = self._empty()[: self.columns]
             return series
@@ -402,7 +402,6 @@ class TopicDecoder:
 class TopicSeries:
     """What a topic decoded to: its messages, log times, stamps and values, in file order."""
 
-    key: str
     topic: str
     messages: int  # read
     decoded: int
